@@ -1,0 +1,179 @@
+"""Plain records passed between the engine, the CLI and the console.
+
+Read functions (browse, metrics) return these; the console and the CLI only render them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+# Derived states of a row in `jobs` (dead letters live in their own table).
+JOB_STATES = ("ready", "scheduled", "retrying", "running", "succeeded", "cancelled")
+PENDING_STATES = ("ready", "scheduled", "retrying", "running")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ErrorEntry:
+    """One failed attempt, as stored in the `errors` JSON array of a job or dead letter."""
+
+    attempt: int
+    at: str  # ISO 8601 timestamp
+    error: str  # "ExceptionType: message" (first line used for grouping)
+    traceback: str | None = None
+    worker: str | None = None
+
+    @classmethod
+    def from_json(cls, item: dict[str, Any]) -> ErrorEntry:
+        return cls(
+            attempt=int(item.get("attempt") or 0),
+            at=str(item.get("at") or ""),
+            error=str(item.get("error") or ""),
+            traceback=item.get("traceback"),
+            worker=item.get("worker"),
+        )
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: int
+    kind: str
+    state: str  # one of JOB_STATES
+    payload: Any
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    locked_at: datetime | None
+    locked_by: str | None
+    finished_at: datetime | None
+    cancelled_at: datetime | None
+    cancel_requested: bool
+    last_error: str | None
+    errors: list[ErrorEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DeadLetterRow:
+    id: int
+    kind: str
+    payload: Any
+    priority: int
+    attempts: int
+    max_attempts: int
+    created_at: datetime
+    run_at: datetime
+    last_error: str | None
+    errors: list[ErrorEntry]
+    reason: str  # "failed", "worker_lost", "timeout", "exhausted"
+    died_at: datetime
+    error_signature: str
+
+
+@dataclass(frozen=True)
+class DeadGroup:
+    """Dead letters of one kind sharing one error signature."""
+
+    kind: str
+    error_signature: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    sample_id: int
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """What the Jobs browser shows. `text` matches an id exactly, payload text or error text."""
+
+    states: tuple[str, ...] = ()
+    kind: str | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class DeadFilter:
+    """What the Dead letters browser shows; every field narrows (AND)."""
+
+    kind: str | None = None
+    error: str | None = None  # substring of the error text, case-insensitive
+    signature: str | None = None  # exact error signature (one group)
+    text: str | None = None  # id exactly, or substring of payload text
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a keyset-paged listing, newest first; `next_before` continues it."""
+
+    rows: list[T]
+    next_before: int | None
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    id: str
+    host: str
+    pid: int
+    kinds: list[str]
+    concurrency: int
+    running: int
+    started_at: datetime
+    heartbeat_age_s: float
+    stale: bool
+
+
+@dataclass(frozen=True)
+class KindFigures:
+    kind: str
+    ready: int = 0
+    scheduled: int = 0
+    running: int = 0
+    retrying: int = 0
+    dead: int = 0
+    oldest_ready_age_s: float | None = None
+    done_per_min: float = 0.0
+    failed_per_min: float = 0.0
+    failure_rate: float = 0.0  # failed / (done + failed) over the window, 0..1
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    paused: bool = False
+    handled: bool = True  # False when no live worker handles this kind
+
+
+@dataclass(frozen=True)
+class StateCounts:
+    ready: int = 0
+    scheduled: int = 0
+    running: int = 0
+    retrying: int = 0
+    dead: int = 0
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One minute of history for the sparklines."""
+
+    minute: datetime
+    ready: int | None
+    oldest_ready_age_s: float | None
+    done: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the Overview shows, taken in a handful of indexed queries."""
+
+    taken_at: datetime
+    totals: StateCounts
+    oldest_ready_age_s: float | None
+    done_per_min: float
+    failure_rate: float
+    kinds: list[KindFigures]
+    history: list[HistoryPoint]
+    workers: list[WorkerRow]
+    paused: frozenset[str]

@@ -1,0 +1,174 @@
+"""Apply the numbered migrations once each, safely from several processes at once.
+
+All pending migrations run in one transaction behind a transaction-level advisory lock, so two
+`jobtui migrate` runs serialise and the second finds nothing to do. Before touching a `jobs`
+table that already exists (say, the article's), its columns are checked; one that cannot be
+extended safely is refused with nothing changed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+
+from jobtui.sql import quote_schema
+
+# 64-bit key for pg_advisory_xact_lock; "jobtui" in ASCII.
+MIGRATION_LOCK_KEY = 0x6A6F6274756900
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+# The article's columns (name -> type as format_type() spells it) and the ones jobtui adds.
+ARTICLE_COLUMNS = {
+    "id": "bigint",
+    "kind": "text",
+    "payload": "jsonb",
+    "run_at": "timestamp with time zone",
+    "attempts": "integer",
+    "max_attempts": "integer",
+    "locked_at": "timestamp with time zone",
+    "finished_at": "timestamp with time zone",
+    "last_error": "text",
+}
+ADDED_COLUMNS = {
+    "created_at": "timestamp with time zone",
+    "priority": "integer",
+    "locked_by": "text",
+    "errors": "jsonb",
+    "cancel_requested": "boolean",
+    "cancelled_at": "timestamp with time zone",
+}
+
+
+class MigrationRefused(Exception):
+    """The database holds something jobtui cannot extend safely; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    def for_schema(self, schema: str) -> str:
+        return self.sql.replace("__schema__", quote_schema(schema))
+
+
+def load_migrations() -> list[Migration]:
+    """Every migration shipped with jobtui, in version order."""
+    found = []
+    for entry in resources.files(__package__).iterdir():
+        match = _FILE.match(entry.name)
+        if match:
+            found.append(
+                Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8"))
+            )
+    found.sort(key=lambda m: m.version)
+    return found
+
+
+def _version_table(schema: str) -> str:
+    return f"{quote_schema(schema)}.jobtui_migrations"
+
+
+def applied_versions(conn: psycopg.Connection, schema: str) -> set[int]:
+    """Versions already applied; empty when the version table does not exist yet."""
+    exists = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f"{quote_schema(schema)}.jobtui_migrations",)
+    ).fetchone()
+    if not exists or not exists[0]:
+        return set()
+    rows = conn.execute(f"SELECT version FROM {_version_table(schema)}").fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def current_version(conn: psycopg.Connection, schema: str) -> int:
+    """The highest applied version, 0 for a database jobtui has never migrated."""
+    versions = applied_versions(conn, schema)
+    return max(versions) if versions else 0
+
+
+def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, str]]:
+    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`)."""
+    done = applied_versions(conn, schema)
+    return [(m, m.for_schema(schema)) for m in load_migrations() if m.version not in done]
+
+
+def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
+    """Refuse a `jobs` table whose columns differ from the article's or clash with ours."""
+    rows = conn.execute(
+        """
+        SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+        FROM pg_attribute a
+        JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %s AND c.relname = 'jobs' AND a.attnum > 0 AND NOT a.attisdropped
+        """,
+        (schema,),
+    ).fetchall()
+    if not rows:
+        kind = conn.execute(
+            """SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               WHERE n.nspname = %s AND c.relname = 'jobs'""",
+            (schema,),
+        ).fetchone()
+        if kind is not None:
+            raise MigrationRefused(
+                f"{schema}.jobs exists but is not a table; jobtui needs that name; nothing changed"
+            )
+        return
+    columns = dict(rows)
+    problems = []
+    for name, wanted in ARTICLE_COLUMNS.items():
+        have = columns.get(name)
+        if have is None:
+            problems.append(f"column {name} is missing")
+        elif have != wanted:
+            problems.append(f"column {name} is {have}, jobtui needs {wanted}")
+    for name, wanted in ADDED_COLUMNS.items():
+        have = columns.get(name)
+        if have is not None and have != wanted:
+            problems.append(f"column {name} is {have}, jobtui needs {wanted}")
+    if problems:
+        raise MigrationRefused(
+            f"{schema}.jobs exists and cannot be extended safely ({'; '.join(problems)}); "
+            "nothing was changed"
+        )
+
+
+def migrate(conn: psycopg.Connection, schema: str) -> list[Migration]:
+    """Apply pending migrations in one transaction; return those applied (maybe none).
+
+    `conn` must not be inside a transaction. Safe to call from several processes at once.
+    """
+    quoted = quote_schema(schema)
+    applied: list[Migration] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        has_schema = conn.execute(
+            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+        ).fetchone()
+        if not has_schema:
+            conn.execute(f"CREATE SCHEMA {quoted}")
+        conn.execute(
+            f"""CREATE TABLE IF NOT EXISTS {_version_table(schema)} (
+                  version int primary key,
+                  name text not null,
+                  applied_at timestamptz not null default now())"""
+        )
+        done = applied_versions(conn, schema)
+        todo = [m for m in load_migrations() if m.version not in done]
+        if todo and 1 not in done:
+            check_existing_jobs_table(conn, schema)
+        for migration in todo:
+            conn.execute(migration.for_schema(schema))
+            conn.execute(
+                f"INSERT INTO {_version_table(schema)} (version, name) VALUES (%s, %s)",
+                (migration.version, migration.name),
+            )
+            applied.append(migration)
+        if applied:
+            conn.execute(f"ANALYZE {quoted}.jobs")
+    return applied
