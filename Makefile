@@ -32,7 +32,7 @@ bench: install
 	$(PY) benchmarks/run.py
 
 chaos: install
-	$(PY) -m tests.chaos.run
+	$(PY) tests/chaos/run.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -6,7 +6,11 @@ a Unix socket inside that directory only, so it never clashes with a system Post
 
 from __future__ import annotations
 
+import contextlib
+import shlex
 import shutil
+import subprocess
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +29,51 @@ class EmbeddedServer:
     dsn: str
     _handle: Any
 
+    def restart(self, *, down_for: float = 0.0) -> None:
+        """Stop the server (fast mode, dropping every connection), wait, start it again.
+
+        For tests and the chaos script: it keeps the same socket, port and options.
+        """
+        pg_ctl = str(Path(self._handle.bin_path) / "pg_ctl")
+        user = self._handle.system_user
+        pgdata = str(self._handle.pgdata)
+        subprocess.run(
+            [pg_ctl, "-w", "-D", pgdata, "stop", "-m", "fast"],
+            user=user,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        time.sleep(down_for)
+        opts = Path(pgdata, "postmaster.opts").read_text()
+        subprocess.run(
+            [
+                pg_ctl,
+                "-w",
+                "-D",
+                pgdata,
+                "-l",
+                str(self._handle.log),
+                "start",
+                "-o",
+                _postgres_args(opts),
+            ],
+            user=user,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
     def stop(self) -> None:
         """Stop the server (it is restarted by the next `start_embedded` on the same dir)."""
-        try:
+        # Stopping twice or after a crash is harmless.
+        with contextlib.suppress(Exception):
             self._handle.cleanup()
-        except Exception:  # noqa: BLE001 - stopping twice or after a crash is harmless
-            pass
 
 
-def start_embedded(data_dir: Path, *, reset: bool = False, keep_running: bool = False) -> EmbeddedServer:
+def start_embedded(
+    data_dir: Path, *, reset: bool = False, keep_running: bool = False
+) -> EmbeddedServer:
     """Start (or attach to) the embedded server in `data_dir`; `reset` wipes it first.
 
     `keep_running` leaves the server up after this process exits (used by tests that
@@ -52,6 +92,19 @@ def start_embedded(data_dir: Path, *, reset: bool = False, keep_running: bool = 
         warnings.simplefilter("ignore")
         try:
             handle = pgserver.get_server(data_dir, cleanup_mode=None if keep_running else "stop")
-        except Exception as exc:  # noqa: BLE001 - its errors are varied; we give one line
+        except Exception as exc:
             raise EmbeddedUnavailable(f"the embedded PostgreSQL did not start: {exc}") from exc
     return EmbeddedServer(data_dir=data_dir, dsn=handle.get_uri(), _handle=handle)
+
+
+def _postgres_args(opts_line: str) -> str:
+    """The options of the last start (postmaster.opts: binary, then args) minus `-D dir`."""
+    args = shlex.split(opts_line)[1:]
+    kept: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg == "-D":
+            next(it, None)
+        else:
+            kept.append(arg)
+    return shlex.join(kept)

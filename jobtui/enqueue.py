@@ -57,7 +57,9 @@ class JobSpec:
         except (TypeError, ValueError) as exc:
             raise InvalidJob(f"payload is not JSON-serialisable: {exc}") from None
         if "\\u0000" in text:
-            raise InvalidJob("payload contains a NUL character, which PostgreSQL jsonb cannot store")
+            raise InvalidJob(
+                "payload contains a NUL character, which PostgreSQL jsonb cannot store"
+            )
         return self
 
 

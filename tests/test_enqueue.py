@@ -12,8 +12,9 @@ from jobtui.sql import notify_channel
 
 
 def test_enqueue_returns_id_and_applies_options(conn: psycopg.Connection) -> None:
-    job_id = enqueue(conn, "email", {"to": "a@b.c"}, delay=timedelta(minutes=5), max_attempts=3,
-                     priority=7)
+    job_id = enqueue(
+        conn, "email", {"to": "a@b.c"}, delay=timedelta(minutes=5), max_attempts=3, priority=7
+    )
     row = conn.execute(
         "SELECT kind, payload, max_attempts, priority, run_at - now() FROM jobs WHERE id = %s",
         (job_id,),

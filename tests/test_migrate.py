@@ -55,21 +55,24 @@ def test_article_table_keeps_rows_and_article_queries_still_work(empty_dsn: str)
             "INSERT INTO jobs (kind, payload) VALUES ('email', '{\"to\": \"a@b.c\"}'), "
             "('report', '{\"id\": 7}')"
         )
-        conn.execute(
-            "UPDATE jobs SET attempts = 2, last_error = 'boom' WHERE kind = 'report'"
-        )
-        before = conn.execute("SELECT id, kind, payload, attempts, last_error FROM jobs ORDER BY id").fetchall()
+        conn.execute("UPDATE jobs SET attempts = 2, last_error = 'boom' WHERE kind = 'report'")
+        before = conn.execute(
+            "SELECT id, kind, payload, attempts, last_error FROM jobs ORDER BY id"
+        ).fetchall()
 
         migrate(conn, "public")
 
-        after = conn.execute("SELECT id, kind, payload, attempts, last_error FROM jobs ORDER BY id").fetchall()
+        after = conn.execute(
+            "SELECT id, kind, payload, attempts, last_error FROM jobs ORDER BY id"
+        ).fetchall()
         assert after == before
         # (a) the article's producer insert still works and gets defaults for new columns
         new_id = conn.execute(
             "INSERT INTO jobs (kind, payload) VALUES ('export', '{\"n\": 1}') RETURNING id"
         ).fetchone()[0]
         row = conn.execute(
-            "SELECT priority, errors, cancel_requested, created_at IS NOT NULL FROM jobs WHERE id = %s",
+            "SELECT priority, errors, cancel_requested, created_at IS NOT NULL"
+            " FROM jobs WHERE id = %s",
             (new_id,),
         ).fetchone()
         assert row == (0, [], False, True)
@@ -121,7 +124,9 @@ def test_concurrent_migrations_serialise(empty_dsn: str) -> None:
 def test_custom_schema(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         migrate(conn, "queue")
-        row = conn.execute("SELECT to_regclass('queue.jobs'), to_regclass('public.jobs')").fetchone()
+        row = conn.execute(
+            "SELECT to_regclass('queue.jobs'), to_regclass('public.jobs')"
+        ).fetchone()
         assert row[0] is not None and row[1] is None
 
 

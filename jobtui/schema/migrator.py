@@ -62,9 +62,7 @@ def load_migrations() -> list[Migration]:
     for entry in resources.files(__package__).iterdir():
         match = _FILE.match(entry.name)
         if match:
-            found.append(
-                Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8"))
-            )
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
     return found
 
@@ -119,7 +117,7 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
                 f"{schema}.jobs exists but is not a table; jobtui needs that name; nothing changed"
             )
         return
-    columns = dict(rows)
+    columns: dict[str, str] = dict(rows)
     problems = []
     for name, wanted in ARTICLE_COLUMNS.items():
         have = columns.get(name)
