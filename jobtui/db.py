@@ -21,10 +21,15 @@ class SchemaMissing(Exception):
     """jobtui's tables are not in the database: `jobtui migrate` has not been run."""
 
 
-def connect(dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME) -> psycopg.Connection:
+def connect(
+    dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME
+) -> psycopg.Connection:
     """A sync connection with a bounded connect timeout."""
     return psycopg.connect(
-        dsn, autocommit=autocommit, application_name=app, **connect_kwargs()  # type: ignore[arg-type]
+        dsn,
+        autocommit=autocommit,
+        application_name=app,
+        **connect_kwargs(),  # type: ignore[arg-type]
     )
 
 
@@ -33,7 +38,10 @@ async def aconnect(
 ) -> psycopg.AsyncConnection:
     """An async connection with a bounded connect timeout."""
     return await psycopg.AsyncConnection.connect(
-        dsn, autocommit=autocommit, application_name=app, **connect_kwargs()  # type: ignore[arg-type]
+        dsn,
+        autocommit=autocommit,
+        application_name=app,
+        **connect_kwargs(),  # type: ignore[arg-type]
     )
 
 

@@ -11,7 +11,22 @@ from collections.abc import Sequence
 # Upper bounds in milliseconds; a run time lands in the first bucket whose bound it does not
 # exceed, and anything slower in the final open-ended bucket.
 BUCKETS_MS: tuple[float, ...] = (
-    1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 30_000, 60_000, 300_000,
+    1,
+    2,
+    5,
+    10,
+    20,
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    30_000,
+    60_000,
+    300_000,
 )
 N_BUCKETS = len(BUCKETS_MS) + 1
 

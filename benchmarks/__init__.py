@@ -1,0 +1,1 @@
+"""jobtui benchmarks: `python benchmarks/run.py` (or `make bench`); see benchmarks/README.md."""

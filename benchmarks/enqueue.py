@@ -1,0 +1,132 @@
+"""Enqueue cost: N single `enqueue` calls against a bare INSERT per job, and one `enqueue_many`.
+
+Both single loops run on the same autocommit connection (each call its own transaction, as an
+application enqueuing outside a transaction would), alternating which goes first, with the table
+truncated in between. The ratio is jobtui's time over the bare INSERT's.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from benchmarks.common import SCHEMA, Bench, Figure, analyze, at_most
+
+
+def _bare(conn: psycopg.Connection, n: int) -> float:
+    t0 = time.perf_counter()
+    for i in range(n):
+        conn.execute("INSERT INTO jobs (kind, payload) VALUES (%s, %s)", ("bench", Jsonb({"i": i})))
+    return time.perf_counter() - t0
+
+
+def _single(conn: psycopg.Connection, n: int) -> float:
+    from jobtui.enqueue import enqueue
+
+    t0 = time.perf_counter()
+    for i in range(n):
+        enqueue(conn, "bench", {"i": i}, schema=SCHEMA)
+    return time.perf_counter() - t0
+
+
+def _statement(conn: psycopg.Connection, n: int) -> float:
+    """enqueue's own SQL with ready-made parameters: its cost without the Python around it."""
+    from datetime import timedelta
+
+    from jobtui.sql import notify_channel, queries
+
+    sql, channel = queries(SCHEMA).enqueue, notify_channel(SCHEMA)
+    t0 = time.perf_counter()
+    for i in range(n):
+        conn.execute(
+            sql,
+            {
+                "kind": "bench",
+                "payload": Jsonb({"i": i}),
+                "run_at": None,
+                "delay": timedelta(0),
+                "max_attempts": 5,
+                "priority": 0,
+                "channel": channel,
+            },
+        ).fetchone()
+    return time.perf_counter() - t0
+
+
+def _bulk(conn: psycopg.Connection, n: int) -> float:
+    from jobtui.enqueue import enqueue_many
+
+    jobs = [{"kind": "bench", "payload": {"i": i}} for i in range(n)]
+    t0 = time.perf_counter()
+    enqueue_many(conn, jobs, schema=SCHEMA)
+    return time.perf_counter() - t0
+
+
+BLOCK = 500
+
+
+def run(bench: Bench) -> list[Figure]:
+    """Per run: the three single-job loops interleaved in blocks of 500, then one bulk call."""
+    n = bench.scale(20_000, 2_000)
+    runs = bench.n_runs(3)
+    loops = {"bare": _bare, "enqueue": _single, "statement": _statement}
+    totals: dict[str, list[float]] = {name: [] for name in loops}
+    bulk: list[float] = []
+    with bench.fresh_db("enqueue") as dsn:
+        analyze(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for fn in loops.values():
+                fn(conn, 200)  # warm up: prepared statements, caches
+            for r in range(runs):
+                conn.execute("TRUNCATE jobs")
+                spent = dict.fromkeys(loops, 0.0)
+                order = list(loops)
+                for block in range(0, n, BLOCK):
+                    # Interleaved, rotating order: drift and neighbours' noise hit all three.
+                    for name in order[block // BLOCK % 3 :] + order[: block // BLOCK % 3]:
+                        spent[name] += loops[name](conn, min(BLOCK, n - block))
+                for name, seconds in spent.items():
+                    totals[name].append(seconds)
+                conn.execute("TRUNCATE jobs")
+                bulk.append(_bulk(conn, n))
+                print(
+                    f"    run {r + 1}: bare {spent['bare']:.2f}s, enqueue {spent['enqueue']:.2f}s "
+                    f"({spent['enqueue'] / spent['bare']:.2f}×), its SQL alone "
+                    f"{spent['statement']:.2f}s, enqueue_many {bulk[-1] * 1000:.0f} ms",
+                    flush=True,
+                )
+
+    def per_job(values: list[float]) -> list[float]:
+        return [v / n * 1e6 for v in values]
+
+    ratio = [e / b for e, b in zip(totals["enqueue"], totals["bare"], strict=True)]
+    return [
+        Figure("enqueue", f"enqueue {n} single calls", "µs/job", per_job(totals["enqueue"])),
+        Figure("enqueue", f"bare INSERT {n} single statements", "µs/job", per_job(totals["bare"])),
+        Figure(
+            "enqueue",
+            "enqueue's SQL alone (INSERT + NOTIFY)",
+            "µs/job",
+            per_job(totals["statement"]),
+        ),
+        Figure(
+            "enqueue",
+            "single enqueue / bare INSERT",
+            "×",
+            ratio,
+            target="≤ 1.1×",
+            check=at_most(1.1),
+            digits=2,
+        ),
+        Figure(
+            "enqueue",
+            f"enqueue_many {n} jobs, one call",
+            "s",
+            bulk,
+            target="≤ 0.1 s" if n >= 20_000 else "≤ 0.1 s (at 20 000)",
+            check=at_most(0.1),
+            digits=3,
+        ),
+    ]

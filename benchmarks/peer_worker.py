@@ -1,0 +1,106 @@
+"""A worker process for a peer queue (PgQueuer or procrastinate) with the benchmark's handlers.
+
+`python -m benchmarks.peer_worker pgqueuer|procrastinate DSN --concurrency N`. Handlers as in
+bench_app: `noop` does nothing; `latency` records enqueue → handler start. Prints `ready` once
+its handlers are registered and it is about to start listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+from benchmarks.bench_app import record_latency
+
+
+async def run_pgqueuer(dsn: str, concurrency: int) -> None:
+    from pgqueuer import Queries, QueueManager
+    from pgqueuer.models import Job
+
+    qm = QueueManager(Queries(await pgqueuer_driver(dsn)))
+
+    @qm.entrypoint("noop")
+    async def noop(job: Job) -> None:
+        return None
+
+    @qm.entrypoint("latency")
+    async def latency(job: Job) -> None:
+        now = time.time()
+        record_latency(float(job.payload or b"0"), now)
+
+    print("ready", flush=True)
+    # batch_size is PgQueuer's claim batch; its dequeue uses it as-is.
+    await qm.run(batch_size=concurrency, dequeue_timeout=timedelta(seconds=5))
+
+
+async def pgqueuer_driver(dsn: str) -> Any:
+    """asyncpg (PgQueuer's primary driver) when installed, else its psycopg driver."""
+    try:
+        import asyncpg
+    except ImportError:
+        import psycopg
+        from pgqueuer import PsycopgDriver
+
+        return PsycopgDriver(await psycopg.AsyncConnection.connect(dsn, autocommit=True))
+    from pgqueuer import AsyncpgDriver
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(dsn)
+    names = {
+        "host": "host",
+        "port": "port",
+        "user": "user",
+        "password": "password",
+        "dbname": "database",
+    }
+    kwargs = {names[k]: v for k, v in params.items() if k in names and v not in (None, "")}
+    return AsyncpgDriver(await asyncpg.connect(**kwargs))
+
+
+async def run_procrastinate(dsn: str, concurrency: int) -> None:
+    import procrastinate
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+
+    @app.task(name="noop")
+    async def noop(**kwargs: object) -> None:
+        return None
+
+    @app.task(name="latency")
+    async def latency(t: float) -> None:
+        record_latency(t, time.time())
+
+    async with app.open_async():
+        print("ready", flush=True)
+        await app.run_worker_async(
+            concurrency=concurrency, fetch_job_polling_interval=1.0, install_signal_handlers=True
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("system", choices=["pgqueuer", "procrastinate"])
+    parser.add_argument("dsn")
+    parser.add_argument("--concurrency", type=int, default=10)
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        if args.system == "pgqueuer":
+            # As `pgq run` does: uvloop when installed (it is one of PgQueuer's dependencies).
+            try:
+                import uvloop
+            except ImportError:
+                asyncio.run(run_pgqueuer(args.dsn, args.concurrency))
+            else:
+                uvloop.run(run_pgqueuer(args.dsn, args.concurrency))
+        else:
+            asyncio.run(run_procrastinate(args.dsn, args.concurrency))
+    print(json.dumps({"stopped": args.system}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

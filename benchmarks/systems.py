@@ -1,0 +1,349 @@
+"""The queues the drain and latency scenarios run side by side: jobtui, PgQueuer, procrastinate.
+
+Each system gets the same treatment: its own fresh database, its schema installed by its own
+tool, N jobs loaded in one statement with a start time an hour ahead, `ANALYZE`, two worker
+processes started and seen ready, then one `UPDATE … SET <start time> = now()` (plus a NOTIFY
+where the system wakes on one) as the release. The clock runs from the release's commit until a
+poll (every ~10 ms) finds no unfinished job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks.common import ROOT, SCHEMA, ScenarioSkipped, spawn, tail, wait_for
+from benchmarks.peer_worker import pgqueuer_driver
+
+Proc = tuple[subprocess.Popen[bytes], Path]
+
+
+class System:
+    name = ""
+    # Worker processes' concurrency (jobtui: in-flight jobs; PgQueuer: claim batch).
+    concurrency = 100
+    # Drain runs in a full run when --runs is not given (fewer for a slow system).
+    drain_runs = 3
+    # A drain still going after this many seconds is stopped and rated on what it finished
+    # (a rate taken early flatters a system that slows down as it goes, never the reverse).
+    drain_cap_s = 300.0
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def install(self, dsn: str) -> None:
+        """Create the system's tables in a fresh, empty database."""
+
+    def load(self, dsn: str, n: int, kind: str = "noop") -> None:
+        raise NotImplementedError
+
+    def worker_cmd(self, dsn: str) -> list[str]:
+        raise NotImplementedError
+
+    def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
+        raise NotImplementedError
+
+    def release(self, conn: psycopg.Connection) -> None:
+        raise NotImplementedError
+
+    def unfinished_sql(self) -> str:
+        """Count of jobs not yet done (for a drain stopped at its cap)."""
+        raise NotImplementedError
+
+    def any_unfinished_sql(self) -> str:
+        """Whether any job is not yet done: the 10 ms poll. EXISTS stops at the first row the
+        partial index gives, where count(*) would walk every pending entry and, polled this
+        often on two cores, slow the workers it measures."""
+        return f"SELECT EXISTS ({self.unfinished_sql().replace('count(*)', '1', 1)})"
+
+    async def enqueue_timed(self, dsn: str, sent_at: list[float], interval: float) -> None:
+        """Enqueue one `latency` job per entry, every `interval` s, filling in each send time."""
+        raise NotImplementedError
+
+    def start_workers(self, dsn: str, n: int, logdir: Path, env: dict[str, str]) -> list[Proc]:
+        procs = []
+        for i in range(n):
+            log = logdir / f"{self.name}-worker-{i}-{time.time_ns()}.log"
+            procs.append((spawn(self.worker_cmd(dsn), log, **env), log))
+        return procs
+
+
+def _log_says_ready(procs: Sequence[Proc]) -> bool:
+    return all(b"ready" in log.read_bytes() for _, log in procs if log.exists())
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Jobtui(System):
+    name = "jobtui"
+    concurrency = 200
+
+    def unavailable(self) -> str | None:
+        for module in ("jobtui.registry", "jobtui.worker"):
+            if importlib.util.find_spec(module) is None:
+                return f"{module} does not exist yet"
+        return None
+
+    def load(self, dsn: str, n: int, kind: str = "noop") -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO jobs (kind, payload, run_at) "
+                "SELECT %s, '{}'::jsonb, now() + interval '1 hour' FROM generate_series(1, %s)",
+                (kind, n),
+            )
+
+    def worker_cmd(self, dsn: str) -> list[str]:
+        return worker_command(dsn, self.concurrency)
+
+    def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+
+            def beating() -> bool:
+                row = conn.execute(
+                    "SELECT count(*) FROM workers WHERE heartbeat_at > now() - interval '30 s'"
+                ).fetchone()
+                return bool(row and row[0] >= len(procs))
+
+            wait_for(beating, timeout, "jobtui workers heartbeat", procs=procs)
+
+    def release(self, conn: psycopg.Connection) -> None:
+        from jobtui.sql import notify_channel
+
+        with conn.transaction():
+            conn.execute("UPDATE jobs SET run_at = now() WHERE finished_at IS NULL")
+            conn.execute("SELECT pg_notify(%s, 'noop')", (notify_channel(SCHEMA),))
+
+    def unfinished_sql(self) -> str:
+        return "SELECT count(*) FROM jobs WHERE finished_at IS NULL"
+
+    async def enqueue_timed(self, dsn: str, sent_at: list[float], interval: float) -> None:
+        from jobtui.enqueue import enqueue
+
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            for i in range(len(sent_at)):
+                t = time.time()
+                sent_at[i] = t
+                await enqueue(conn, "latency", {"t": t})
+                await asyncio.sleep(max(0.0, interval - (time.time() - t)))
+        finally:
+            await conn.close()
+
+
+def worker_command(dsn: str, concurrency: int, extra: Sequence[str] = ()) -> list[str]:
+    """`jobtui worker` with the benchmark's handlers (through the CLI once it exists)."""
+    app = "benchmarks.bench_app:registry"
+    if (ROOT / "jobtui" / "cli.py").exists():
+        argv = ["worker", "--app", app, "--concurrency", str(concurrency), "--dsn", dsn]
+        argv += list(extra)
+        code = f"import sys; from jobtui.cli import main; sys.exit(main({argv!r}))"
+    else:
+        code = (
+            "from jobtui.worker import run_worker, WorkerSettings; "
+            "from benchmarks.bench_app import registry; "
+            f"run_worker({dsn!r}, {SCHEMA!r}, registry, WorkerSettings(concurrency={concurrency}))"
+        )
+    return [sys.executable, "-c", code]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class PgQueuer(System):
+    name = "pgqueuer"
+    concurrency = 100
+
+    def unavailable(self) -> str | None:
+        if importlib.util.find_spec("pgqueuer") is None:
+            return "pgqueuer is not installed (pip install pgqueuer)"
+        return None
+
+    def install(self, dsn: str) -> None:
+        async def go() -> None:
+            from pgqueuer import Queries
+
+            driver = await pgqueuer_driver(dsn)
+            await Queries(driver).install()
+
+        asyncio.run(go())
+
+    def load(self, dsn: str, n: int, kind: str = "noop") -> None:
+        async def go() -> None:
+            from datetime import timedelta
+
+            from pgqueuer import Queries
+
+            q = Queries(await pgqueuer_driver(dsn))
+            step = 5000
+            for start in range(0, n, step):
+                m = min(step, n - start)
+                await q.enqueue([kind] * m, [None] * m, [0] * m, [timedelta(hours=1)] * m)
+
+        asyncio.run(go())
+
+    def worker_cmd(self, dsn: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "benchmarks.peer_worker",
+            "pgqueuer",
+            dsn,
+            "--concurrency",
+            str(self.concurrency),
+        ]
+
+    def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
+        wait_for(lambda: _log_says_ready(procs), timeout, "pgqueuer workers start", procs=procs)
+        time.sleep(1.5)  # it prints before its listener is up; no table shows it
+
+    def release(self, conn: psycopg.Connection) -> None:
+        from pgqueuer.domain.settings import db_settings
+
+        channel = db_settings().channel
+        with conn.transaction():
+            conn.execute("UPDATE pgqueuer SET execute_after = now() WHERE status = 'queued'")
+            # Its trigger is statement-level and stays silent on UPDATE; send what it sends
+            # on INSERT so the workers wake as they would for new jobs.
+            conn.execute(
+                "SELECT pg_notify(%(ch)s, json_build_object('channel', %(ch)s::text, "
+                "'operation', 'insert', 'sent_at', now(), 'table', 'pgqueuer', "
+                "'type', 'table_changed_event')::text)",
+                {"ch": channel},
+            )
+
+    def unfinished_sql(self) -> str:
+        return "SELECT count(*) FROM pgqueuer"
+
+    async def enqueue_timed(self, dsn: str, sent_at: list[float], interval: float) -> None:
+        from pgqueuer import Queries
+
+        q = Queries(await pgqueuer_driver(dsn))
+        for i in range(len(sent_at)):
+            t = time.time()
+            sent_at[i] = t
+            await q.enqueue("latency", repr(t).encode())
+            await asyncio.sleep(max(0.0, interval - (time.time() - t)))
+
+
+class Procrastinate(System):
+    name = "procrastinate"
+    concurrency = 20
+    drain_runs = 1  # ~20x slower than the others: one run keeps `make bench` short
+    drain_cap_s = 60.0
+
+    def unavailable(self) -> str | None:
+        if importlib.util.find_spec("procrastinate") is None:
+            return "procrastinate is not installed (pip install procrastinate)"
+        return None
+
+    def _app(self, dsn: str) -> Any:
+        import procrastinate
+
+        app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=dsn))
+
+        @app.task(name="latency")
+        async def latency(t: float) -> None:
+            return None
+
+        return app
+
+    def install(self, dsn: str) -> None:
+        async def go() -> None:
+            app = self._app(dsn)
+            async with app.open_async():
+                await app.schema_manager.apply_schema_async()
+
+        asyncio.run(go())
+
+    def load(self, dsn: str, n: int, kind: str = "noop") -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO procrastinate_jobs (queue_name, task_name, args, scheduled_at) "
+                "SELECT 'default', %s, '{}'::jsonb, now() + interval '1 hour' "
+                "FROM generate_series(1, %s)",
+                (kind, n),
+            )
+
+    def worker_cmd(self, dsn: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "benchmarks.peer_worker",
+            "procrastinate",
+            dsn,
+            "--concurrency",
+            str(self.concurrency),
+        ]
+
+    def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+
+            def registered() -> bool:
+                row = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
+                return bool(row and row[0] >= len(procs))
+
+            wait_for(registered, timeout, "procrastinate workers register", procs=procs)
+        time.sleep(0.5)
+
+    def release(self, conn: psycopg.Connection) -> None:
+        with conn.transaction():
+            conn.execute("UPDATE procrastinate_jobs SET scheduled_at = now() WHERE status = 'todo'")
+            # What its insert trigger sends; any worker hearing it starts fetching.
+            conn.execute(
+                "SELECT pg_notify('procrastinate_any_queue_v1', "
+                "json_build_object('type', 'job_inserted', 'job_id', 0)::text)"
+            )
+
+    def unfinished_sql(self) -> str:
+        return "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+
+    async def enqueue_timed(self, dsn: str, sent_at: list[float], interval: float) -> None:
+        app = self._app(dsn)
+        async with app.open_async():
+            task = app.tasks["latency"]
+            for i in range(len(sent_at)):
+                t = time.time()
+                sent_at[i] = t
+                await task.defer_async(t=t)
+                await asyncio.sleep(max(0.0, interval - (time.time() - t)))
+
+
+def systems(with_peers: bool) -> list[System]:
+    found: list[System] = [Jobtui()]
+    if with_peers:
+        found += [PgQueuer(), Procrastinate()]
+    return found
+
+
+def set_concurrency(spec: str) -> None:
+    """Apply `jobtui=200,pgqueuer=100` to the system classes (for this run)."""
+    classes = {cls.name: cls for cls in (Jobtui, PgQueuer, Procrastinate)}
+    for part in spec.split(","):
+        name, _, value = part.partition("=")
+        cls = classes.get(name.strip())
+        if cls is None or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(
+                f"--concurrency: expected SYSTEM=N with SYSTEM one of {', '.join(classes)}, "
+                f"got {part!r}"
+            )
+        cls.concurrency = int(value)
+
+
+def describe_failure(system: System, procs: Sequence[Proc], exc: BaseException) -> str:
+    logs = "; ".join(dict.fromkeys(tail(log, 1) for _, log in procs))
+    return f"{system.name}: {exc} {logs}".strip()
+
+
+def raise_unavailable(system: System) -> None:
+    reason = system.unavailable()
+    if reason:
+        raise ScenarioSkipped(reason)

@@ -1,0 +1,325 @@
+"""Keyset-paged reads for the console and the CLI: jobs, dead letters, groups, counts.
+
+Pages go newest first (`id DESC`) and continue with `before=page.next_before` until it is None,
+so no call ever loads a whole table (a text search examines a bounded scope per page). Filters
+travel as parameters; the statements run unprepared so that each is planned with its own values
+and picks the index that fits (see `sql/browse.sql`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from jobtui.models import (
+    JOB_STATES,
+    PENDING_STATES,
+    DeadFilter,
+    DeadGroup,
+    DeadLetterRow,
+    ErrorEntry,
+    JobFilter,
+    JobRow,
+    Page,
+)
+from jobtui.sql import queries
+
+MAX_LIMIT = 10_000
+# A text search (payload or error substring) cannot use an index: each page examines at most
+# this many of the rows that pass the other filters, newest first, and the next page carries on
+# below them. A page of a search may therefore hold fewer than `limit` rows and still have a
+# `next_before`; only `next_before is None` means the end.
+SEARCH_SCOPE = 20_000
+_BIGINT_MAX = 2**63 - 1
+
+
+class InvalidFilter(ValueError):
+    """A filter or paging argument that cannot be applied as given."""
+
+
+@cache
+def statement(schema: str, name: str) -> str:
+    """Statement `name` for `schema` with the job/dead-letter filter fragments spliced in."""
+    q = queries(schema)
+    return (
+        q[name]
+        .replace("__job_where__", q.browse_job_where)
+        .replace("__job_text__", q.browse_job_text)
+        .replace("__dead_where__", q.browse_dead_where)
+        .replace("__dead_text__", q.browse_dead_text)
+    )
+
+
+def like_pattern(text: str) -> str:
+    """`%text%` for ILIKE with the user's `%`, `_` and `\\` matched literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _clean(value: str | None, what: str) -> str:
+    """The stripped text of a filter field; refuses what PostgreSQL text cannot hold."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidFilter(f"{what} must be text, not {value!r}")
+    if "\x00" in value:
+        raise InvalidFilter(f"{what} cannot contain a NUL character")
+    return value.strip()
+
+
+def _text_params(text: str | None) -> dict[str, Any]:
+    text = _clean(text, "search text")
+    if not text:
+        return {"pattern": None, "text_id": None}
+    text_id = int(text) if text.isascii() and text.isdigit() and int(text) <= _BIGINT_MAX else None
+    return {"pattern": like_pattern(text), "text_id": text_id}
+
+
+def _kind(kind: str | None) -> str | None:
+    return _clean(kind, "kind") or None
+
+
+def job_filter_params(flt: JobFilter) -> dict[str, Any]:
+    """Parameters for `browse_job_where` from a JobFilter (unknown states are refused)."""
+    states = (flt.states,) if isinstance(flt.states, str) else tuple(flt.states or ())
+    unknown = [s for s in states if s not in JOB_STATES]
+    if unknown:
+        raise InvalidFilter(
+            f"unknown job state(s) {', '.join(map(str, unknown))}: use {', '.join(JOB_STATES)}"
+        )
+    chosen = set(states)
+    params: dict[str, Any] = {
+        "kind": _kind(flt.kind),
+        "by_state": bool(chosen),
+        # Stated separately so the planner can use the partial indexes on unfinished rows.
+        "pending_only": bool(chosen) and chosen <= set(PENDING_STATES),
+        "cancelled_only": chosen == {"cancelled"},
+    }
+    for s in JOB_STATES:
+        params[f"s_{s}"] = s in chosen
+    params.update(_text_params(flt.text))
+    return params
+
+
+def dead_filter_params(flt: DeadFilter) -> dict[str, Any]:
+    """Parameters for `browse_dead_where` from a DeadFilter."""
+    error = _clean(flt.error, "error text")
+    signature = flt.signature if _clean(flt.signature, "error signature") else None
+    return {
+        "kind": _kind(flt.kind),
+        "signature": signature,
+        "error": like_pattern(error) if error else None,
+        **_text_params(flt.text),
+    }
+
+
+def _limit(limit: int, most: int = MAX_LIMIT) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise InvalidFilter(f"limit must be an integer from 1 to {most}, not {limit!r}")
+    return limit
+
+
+def _before(before: int | None) -> int | None:
+    if before is None:
+        return None
+    if isinstance(before, bool) or not isinstance(before, int):
+        raise InvalidFilter(f"before must be a job id, not {before!r}")
+    return before
+
+
+def _errors(value: Any) -> list[ErrorEntry]:
+    if not isinstance(value, list):
+        return []
+    return [ErrorEntry.from_json(item) for item in value if isinstance(item, dict)]
+
+
+def job_row(r: dict[str, Any]) -> JobRow:
+    """A JobRow from a `browse_jobs_page`-shaped row."""
+    return JobRow(
+        id=r["id"],
+        kind=r["kind"],
+        state=r["state"],
+        payload=r["payload"],
+        priority=r["priority"],
+        attempts=r["attempts"],
+        max_attempts=r["max_attempts"],
+        run_at=r["run_at"],
+        created_at=r["created_at"],
+        locked_at=r["locked_at"],
+        locked_by=r["locked_by"],
+        finished_at=r["finished_at"],
+        cancelled_at=r["cancelled_at"],
+        cancel_requested=r["cancel_requested"],
+        last_error=r["last_error"],
+        errors=_errors(r["errors"]),
+    )
+
+
+def dead_row(r: dict[str, Any]) -> DeadLetterRow:
+    """A DeadLetterRow from a `browse_dead_page`-shaped row."""
+    return DeadLetterRow(
+        id=r["id"],
+        kind=r["kind"],
+        payload=r["payload"],
+        priority=r["priority"],
+        attempts=r["attempts"],
+        max_attempts=r["max_attempts"],
+        created_at=r["created_at"],
+        run_at=r["run_at"],
+        last_error=r["last_error"],
+        errors=_errors(r["errors"]),
+        reason=r["reason"],
+        died_at=r["died_at"],
+        error_signature=r["error_signature"],
+    )
+
+
+async def fetch_dicts(
+    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run `sql` unprepared (planned with these values) and return the rows as dicts."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params, prepare=False)
+        return await cur.fetchall()
+
+
+async def _scalar(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
+    async with conn.cursor() as cur:
+        await cur.execute(sql, params, prepare=False)
+        row = await cur.fetchone()
+        return None if row is None else row[0]
+
+
+def _page(rows: list[Any], limit: int) -> Page[Any]:
+    return Page(rows=rows, next_before=rows[-1].id if len(rows) == limit else None)
+
+
+async def _search(
+    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any], limit: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Rows of a bounded-scope search and where the next page should continue (or None)."""
+    rows = await fetch_dicts(conn, sql, {**params, "scan": SEARCH_SCOPE})
+    found = [r for r in rows if r["id"] is not None]
+    if len(found) == limit:
+        return found, found[-1]["id"]
+    scope_lo, scope_n = (rows[0]["scope_lo"], rows[0]["scope_n"]) if rows else (None, 0)
+    return found, scope_lo if scope_n == SEARCH_SCOPE else None
+
+
+async def list_jobs(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: JobFilter,
+    *,
+    before: int | None = None,
+    limit: int = 100,
+) -> Page[JobRow]:
+    """One page of jobs matching `flt`, newest first, with ids below `before`.
+
+    With `flt.text` the page may be short yet continue (see SEARCH_SCOPE).
+    """
+    params = {**job_filter_params(flt), "before": _before(before), "limit": _limit(limit)}
+    if params["pattern"] is not None:
+        found, nxt = await _search(
+            conn, statement(schema, "browse_jobs_search_page"), params, limit
+        )
+        return Page(rows=[job_row(r) for r in found], next_before=nxt)
+    rows = await fetch_dicts(conn, statement(schema, "browse_jobs_page"), params)
+    return _page([job_row(r) for r in rows], limit)
+
+
+async def get_job(conn: psycopg.AsyncConnection, schema: str, job_id: int) -> JobRow | None:
+    """The job with this id, or None (it may be a dead letter, or pruned)."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or abs(job_id) > _BIGINT_MAX:
+        return None
+    rows = await fetch_dicts(conn, statement(schema, "browse_job_by_id"), {"id": job_id})
+    return job_row(rows[0]) if rows else None
+
+
+async def list_dead(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: DeadFilter,
+    *,
+    before: int | None = None,
+    limit: int = 100,
+) -> Page[DeadLetterRow]:
+    """One page of dead letters matching `flt`, newest first, with ids below `before`.
+
+    With `flt.text` the page may be short yet continue (see SEARCH_SCOPE).
+    """
+    params = {**dead_filter_params(flt), "before": _before(before), "limit": _limit(limit)}
+    if params["pattern"] is not None:
+        found, nxt = await _search(
+            conn, statement(schema, "browse_dead_search_page"), params, limit
+        )
+        return Page(rows=[dead_row(r) for r in found], next_before=nxt)
+    rows = await fetch_dicts(conn, statement(schema, "browse_dead_page"), params)
+    return _page([dead_row(r) for r in rows], limit)
+
+
+async def get_dead(
+    conn: psycopg.AsyncConnection, schema: str, dead_id: int
+) -> DeadLetterRow | None:
+    """The dead letter with this id, or None."""
+    if isinstance(dead_id, bool) or not isinstance(dead_id, int) or abs(dead_id) > _BIGINT_MAX:
+        return None
+    rows = await fetch_dicts(conn, statement(schema, "browse_dead_by_id"), {"id": dead_id})
+    return dead_row(rows[0]) if rows else None
+
+
+async def dead_groups(
+    conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter, *, limit: int = 500
+) -> list[DeadGroup]:
+    """Dead letters grouped by (kind, error signature), biggest group first."""
+    params = {**dead_filter_params(flt), "limit": _limit(limit)}
+    rows = await fetch_dicts(conn, statement(schema, "browse_dead_groups"), params)
+    return [
+        DeadGroup(
+            kind=r["kind"],
+            error_signature=r["error_signature"],
+            count=r["count"],
+            first_seen=r["first_seen"],
+            last_seen=r["last_seen"],
+            sample_id=r["sample_id"],
+        )
+        for r in rows
+    ]
+
+
+async def count_dead(conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter) -> int:
+    """How many dead letters match `flt` (exact)."""
+    n = await _scalar(conn, statement(schema, "browse_dead_count"), dead_filter_params(flt))
+    return int(n or 0)
+
+
+async def count_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilter) -> int:
+    """How many jobs match `flt` (exact; with no filter this counts finished rows too)."""
+    n = await _scalar(conn, statement(schema, "browse_jobs_count"), job_filter_params(flt))
+    return int(n or 0)
+
+
+async def kinds(conn: psycopg.AsyncConnection, schema: str) -> list[str]:
+    """Kinds with unfinished jobs, dead letters or a pause, sorted, for filter pickers."""
+    rows = await fetch_dicts(conn, statement(schema, "browse_kinds"), {})
+    return [r["kind"] for r in rows]
+
+
+async def can_write(conn: psycopg.AsyncConnection, schema: str) -> bool:
+    """Whether operator actions can succeed: the role's privileges and a writable session."""
+    rows = await fetch_dicts(conn, statement(schema, "browse_can_write"), {})
+    return bool(rows and rows[0]["privileged"] and not rows[0]["read_only"])
+
+
+def ids_list(ids: Sequence[int]) -> list[int]:
+    """Distinct ids in order; refuses anything that is not an integer id."""
+    seen: dict[int, None] = {}
+    for i in ids:
+        if isinstance(i, bool) or not isinstance(i, int) or abs(i) > _BIGINT_MAX:
+            raise InvalidFilter(f"ids must be integers, not {i!r}")
+        seen[i] = None
+    return list(seen)

@@ -1,0 +1,331 @@
+"""Rendering for the command line: inert text, plain tables, JSON and Prometheus output.
+
+Text that comes from the database (payloads, error messages, kind names) was written by
+applications and, through them, by anyone who can put text in a job; it is printed with every
+control character shown as a visible escape, and never through Rich markup.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from jobtui.config import format_duration
+from jobtui.models import DeadLetterRow, ErrorEntry, JobRow, Snapshot
+
+# C0 controls except tab/newline (multi-line) or all of them (single line), DEL, C1 controls
+# and the bidi/zero-width characters that can reorder or hide what an operator reads.
+_CONTROL_ML = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
+_CONTROL_1L = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    if code == 0x0A:
+        return "\\n"
+    if code == 0x09:
+        return "\\t"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def clean(value: object, *, multiline: bool = False) -> str:
+    """`value` as text in which no character can act on the terminal."""
+    text = value if isinstance(value, str) else str(value)
+    return (_CONTROL_ML if multiline else _CONTROL_1L).sub(_escape, text)
+
+
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters with an ellipsis."""
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def compact_json(value: Any) -> str:
+    """One-line JSON, inert."""
+    return clean(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
+
+
+def pretty_json(value: Any) -> str:
+    """Indented JSON, inert (newlines kept)."""
+    return clean(json.dumps(value, ensure_ascii=False, indent=2, default=str), multiline=True)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, flex: int = -1) -> str:
+    """A plain aligned table; column `flex` shrinks to fit a terminal, others stay whole."""
+    cells = [[clean(c) for c in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], len(c))
+    flex = flex % len(headers)
+    if sys.stdout.isatty():
+        total = shutil.get_terminal_size((120, 24)).columns
+        others = sum(w for i, w in enumerate(widths) if i != flex) + 2 * (len(widths) - 1)
+        widths[flex] = max(len(headers[flex]), min(widths[flex], total - others))
+    else:
+        widths[flex] = min(widths[flex], 160)
+    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
+    for row in cells:
+        lines.append(
+            "  ".join(cut(c, widths[i]).ljust(widths[i]) for i, c in enumerate(row)).rstrip()
+        )
+    return "\n".join(lines)
+
+
+def age(since: datetime | None, now: datetime) -> str:
+    """`3m05s` since `since`, for tables."""
+    return "–" if since is None else format_duration((now - since).total_seconds())
+
+
+def first_line(text: str | None) -> str:
+    return "" if not text else text.strip().splitlines()[0] if text.strip() else ""
+
+
+def to_jsonable(value: Any) -> Any:
+    """Records (dataclasses) as plain JSON values: datetimes in ISO 8601, sets as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, frozenset | set):
+        return sorted(to_jsonable(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def dumps(value: Any) -> str:
+    """JSON for scripts; ASCII-only, so control characters always travel escaped."""
+    return json.dumps(to_jsonable(value), indent=2)
+
+
+# --- detail views -------------------------------------------------------------------------
+
+
+def _errors_block(errors: Sequence[ErrorEntry]) -> list[str]:
+    lines: list[str] = []
+    for e in errors:
+        lines.append(f"  attempt {e.attempt} at {clean(e.at)} on {clean(e.worker or '?')}:")
+        lines.append("    " + clean(e.error))
+        if e.traceback:
+            for tb_line in clean(e.traceback, multiline=True).rstrip().splitlines():
+                lines.append("      " + tb_line)
+    return lines or ["  (none)"]
+
+
+def job_detail(job: JobRow) -> str:
+    """Everything about one job, for `jobtui jobs show`."""
+    fields = [
+        ("id", job.id),
+        ("kind", job.kind),
+        ("state", job.state),
+        ("priority", job.priority),
+        ("attempts", f"{job.attempts}/{job.max_attempts}"),
+        ("created", job.created_at.isoformat()),
+        ("run at", job.run_at.isoformat()),
+        ("locked", f"{job.locked_at.isoformat()} by {job.locked_by}" if job.locked_at else "–"),
+        ("finished", job.finished_at.isoformat() if job.finished_at else "–"),
+        ("cancelled", job.cancelled_at.isoformat() if job.cancelled_at else "–"),
+        ("cancel requested", "yes" if job.cancel_requested else "no"),
+        ("last error", first_line(job.last_error) or "–"),
+    ]
+    lines = [f"{name + ':':<18}{clean(value)}" for name, value in fields]
+    lines += ["payload:", _indent(pretty_json(job.payload)), "errors:", *_errors_block(job.errors)]
+    return "\n".join(lines)
+
+
+def dead_detail(row: DeadLetterRow) -> str:
+    """Everything about one dead letter, for `jobtui dead show`."""
+    fields = [
+        ("id", row.id),
+        ("kind", row.kind),
+        ("reason", row.reason),
+        ("attempts", f"{row.attempts}/{row.max_attempts}"),
+        ("priority", row.priority),
+        ("created", row.created_at.isoformat()),
+        ("died", row.died_at.isoformat()),
+        ("last error", first_line(row.last_error) or "–"),
+        ("signature", row.error_signature),
+    ]
+    lines = [f"{name + ':':<18}{clean(value)}" for name, value in fields]
+    lines += ["payload:", _indent(pretty_json(row.payload)), "errors:", *_errors_block(row.errors)]
+    return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+# --- stats --------------------------------------------------------------------------------
+
+
+def stats_text(snap: Snapshot) -> str:
+    """The human summary printed by `jobtui stats`."""
+    t = snap.totals
+    head = (
+        f"ready {t.ready}  scheduled {t.scheduled}  running {t.running}  "
+        f"retrying {t.retrying}  dead {t.dead}\n"
+        f"oldest ready {format_duration(snap.oldest_ready_age_s)}  "
+        f"done/min {snap.done_per_min:.1f}  failure rate {snap.failure_rate:.1%}  "
+        f"workers {sum(1 for w in snap.workers if not w.stale)} live"
+        + (
+            f", {sum(1 for w in snap.workers if w.stale)} stale"
+            if any(w.stale for w in snap.workers)
+            else ""
+        )
+    )
+    if not snap.kinds:
+        return head + "\n(no jobs yet)"
+    rows = [
+        (
+            k.kind + (" (paused)" if k.paused else "") + ("" if k.handled else " (no worker)"),
+            k.ready,
+            k.scheduled,
+            k.running,
+            k.retrying,
+            k.dead,
+            format_duration(k.oldest_ready_age_s),
+            f"{k.done_per_min:.1f}",
+            f"{k.failure_rate:.0%}",
+            "–" if k.p50_ms is None else f"{k.p50_ms:.0f}ms",
+            "–" if k.p95_ms is None else f"{k.p95_ms:.0f}ms",
+        )
+        for k in snap.kinds
+    ]
+    headers = (
+        "KIND",
+        "READY",
+        "SCHED",
+        "RUN",
+        "RETRY",
+        "DEAD",
+        "OLDEST",
+        "DONE/MIN",
+        "FAIL",
+        "P50",
+        "P95",
+    )
+    return head + "\n\n" + table(headers, rows, flex=0)
+
+
+def _label(value: str) -> str:
+    """A label value: control characters made visible first, then Prometheus escaping."""
+    return clean(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(snap: Snapshot) -> str:
+    """The snapshot in the Prometheus text exposition format (for a textfile collector)."""
+    out: list[str] = []
+
+    def family(name: str, help_: str, samples: list[tuple[dict[str, str], float]]) -> None:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} gauge")
+        for labels, value in samples:
+            lbl = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+            out.append(f"{name}{{{lbl}}} {_num(value)}" if lbl else f"{name} {_num(value)}")
+
+    t = snap.totals
+    family(
+        "jobtui_jobs",
+        "Jobs by state (dead = rows in dead_letters).",
+        [
+            ({"state": s}, getattr(t, s))
+            for s in ("ready", "scheduled", "running", "retrying", "dead")
+        ],
+    )
+    family(
+        "jobtui_oldest_ready_age_seconds",
+        "Age of the oldest ready job in seconds (0 when none is waiting).",
+        [({}, snap.oldest_ready_age_s or 0.0)],
+    )
+    family(
+        "jobtui_done_per_minute",
+        "Jobs completed per minute over the window.",
+        [({}, snap.done_per_min)],
+    )
+    family(
+        "jobtui_failure_ratio",
+        "Failed attempts / all finished attempts over the window.",
+        [({}, snap.failure_rate)],
+    )
+    live = sum(1 for w in snap.workers if not w.stale)
+    family(
+        "jobtui_workers",
+        "Registered workers by heartbeat status.",
+        [({"status": "live"}, live), ({"status": "stale"}, len(snap.workers) - live)],
+    )
+    family(
+        "jobtui_workers_running_jobs",
+        "Jobs running on live workers.",
+        [({}, sum(w.running for w in snap.workers if not w.stale))],
+    )
+    kinds = snap.kinds
+    family(
+        "jobtui_kind_jobs",
+        "Jobs by kind and state.",
+        [
+            ({"kind": k.kind, "state": s}, getattr(k, s))
+            for k in kinds
+            for s in ("ready", "scheduled", "running", "retrying", "dead")
+        ],
+    )
+    family(
+        "jobtui_kind_oldest_ready_age_seconds",
+        "Age of the oldest ready job of a kind.",
+        [({"kind": k.kind}, k.oldest_ready_age_s or 0.0) for k in kinds],
+    )
+    family(
+        "jobtui_kind_done_per_minute",
+        "Jobs of a kind completed per minute.",
+        [({"kind": k.kind}, k.done_per_min) for k in kinds],
+    )
+    family(
+        "jobtui_kind_failed_per_minute",
+        "Failed attempts of a kind per minute.",
+        [({"kind": k.kind}, k.failed_per_min) for k in kinds],
+    )
+    family(
+        "jobtui_kind_failure_ratio",
+        "Failure ratio of a kind over the window.",
+        [({"kind": k.kind}, k.failure_rate) for k in kinds],
+    )
+    family(
+        "jobtui_kind_runtime_seconds",
+        "Run-time quantiles of a kind over the window.",
+        [
+            ({"kind": k.kind, "quantile": q}, v / 1000.0)
+            for k in kinds
+            for q, v in (("0.5", k.p50_ms), ("0.95", k.p95_ms))
+            if v is not None
+        ],
+    )
+    family(
+        "jobtui_kind_paused",
+        "1 when the kind is paused.",
+        [({"kind": k.kind}, 1 if k.paused else 0) for k in kinds],
+    )
+    family(
+        "jobtui_kind_handled",
+        "1 when a live worker handles the kind.",
+        [({"kind": k.kind}, 1 if k.handled else 0) for k in kinds],
+    )
+    return "\n".join(out) + "\n"
+
+
+def _num(value: float) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))

@@ -1,0 +1,160 @@
+"""The console's settings: refresh interval, age thresholds, read-only flag and key map.
+
+Read from one TOML file (`$JOBTUI_CONFIG`, else `~/.config/jobtui/config.toml`) by one function
+that tests can point elsewhere. Kept free of textual so the CLI can validate a config file
+without starting the UI.
+
+    [console]
+    refresh = "2s"
+    oldest_warn = "5m"
+    oldest_crit = "30m"
+    read_only = false
+
+    [keys]
+    requeue = "r,R"      # binding id = key[,key]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from jobtui.config import InvalidDuration, parse_duration
+
+MIN_REFRESH_S = 0.5
+MAX_REFRESH_S = 300.0
+_KEY = re.compile(r"^[A-Za-z0-9_+\-]+$")
+_BINDING_ID = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class ConfigError(ValueError):
+    """The console config file cannot be used; the message is one line naming file and field."""
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    """Everything the console takes from config; defaults suit a first run."""
+
+    refresh_s: float = 2.0
+    oldest_warn_s: float = 300.0
+    oldest_crit_s: float = 1800.0
+    read_only: bool = False
+    keymap: dict[str, str] = field(default_factory=dict)
+    page_size: int = 100
+    heartbeat_timeout_s: float = 30.0
+
+    def with_(self, **changes: Any) -> ConsoleConfig:
+        """A copy with some fields changed (e.g. the CLI's `--read-only`)."""
+        return replace(self, **changes)
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """`$JOBTUI_CONFIG`, else `$XDG_CONFIG_HOME/jobtui/config.toml`, else `~/.config/...`."""
+    env = os.environ if env is None else env
+    explicit = env.get("JOBTUI_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
+    return Path(base) / "jobtui" / "config.toml"
+
+
+def _seconds(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f'{where}: expected a duration such as "2s" or "5m"')
+    try:
+        seconds = parse_duration(str(value)).total_seconds()
+    except InvalidDuration as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if seconds <= 0:
+        raise ConfigError(f"{where}: must be more than zero")
+    return seconds
+
+
+def _keys(where: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f'{where}: expected keys as a string, e.g. "r" or "r,ctrl+r"')
+    keys = [k.strip() for k in value.split(",")]
+    for key in keys:
+        if not key or not (_KEY.match(key) or len(key) == 1):
+            raise ConfigError(f"{where}: {key!r} is not a key name")
+    return ",".join(keys)
+
+
+def parse_console_config(data: Mapping[str, Any], where: str = "config") -> ConsoleConfig:
+    """Build a ConsoleConfig from parsed TOML; unknown keys are errors so typos surface."""
+    unknown = set(data) - {"console", "keys"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}")
+    console = data.get("console", {})
+    keys = data.get("keys", {})
+    if not isinstance(console, Mapping) or not isinstance(keys, Mapping):
+        raise ConfigError(f"{where}: [console] and [keys] must be tables")
+    allowed = {"refresh", "oldest_warn", "oldest_crit", "read_only", "page_size"}
+    unknown = set(console) - allowed
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s) in [console]: {', '.join(sorted(unknown))}")
+    cfg = ConsoleConfig()
+    changes: dict[str, Any] = {}
+    if "refresh" in console:
+        refresh = _seconds(f"{where}: [console] refresh", console["refresh"])
+        changes["refresh_s"] = min(MAX_REFRESH_S, max(MIN_REFRESH_S, refresh))
+    if "oldest_warn" in console:
+        changes["oldest_warn_s"] = _seconds(
+            f"{where}: [console] oldest_warn", console["oldest_warn"]
+        )
+    if "oldest_crit" in console:
+        changes["oldest_crit_s"] = _seconds(
+            f"{where}: [console] oldest_crit", console["oldest_crit"]
+        )
+    if "read_only" in console:
+        if not isinstance(console["read_only"], bool):
+            raise ConfigError(f"{where}: [console] read_only must be true or false")
+        changes["read_only"] = console["read_only"]
+    if "page_size" in console:
+        size = console["page_size"]
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 10000:
+            raise ConfigError(f"{where}: [console] page_size must be an integer from 1 to 10000")
+        changes["page_size"] = size
+    warn = changes.get("oldest_warn_s", cfg.oldest_warn_s)
+    crit = changes.get("oldest_crit_s", cfg.oldest_crit_s)
+    if crit < warn:
+        raise ConfigError(f"{where}: [console] oldest_crit must not be below oldest_warn")
+    keymap: dict[str, str] = {}
+    for binding_id, value in keys.items():
+        if not _BINDING_ID.match(str(binding_id)):
+            raise ConfigError(f"{where}: [keys] {binding_id!r} is not a binding id")
+        keymap[str(binding_id)] = _keys(f"{where}: [keys] {binding_id}", value)
+    changes["keymap"] = keymap
+    return replace(cfg, **changes)
+
+
+def load_console_config(
+    path: Path | None = None, env: Mapping[str, str] = os.environ
+) -> ConsoleConfig:
+    """Read the config file; a missing default file means defaults, a bad one a ConfigError.
+
+    An explicit `path` or `$JOBTUI_CONFIG` that does not exist is an error (the operator
+    named it); the default location may simply be absent.
+    """
+    named = path is not None or bool(env.get("JOBTUI_CONFIG"))
+    target = path if path is not None else default_config_path(env)
+    try:
+        raw = target.read_bytes()
+    except FileNotFoundError:
+        if named:
+            raise ConfigError(f"{target}: config file not found") from None
+        return ConsoleConfig()
+    except OSError as exc:
+        raise ConfigError(f"{target}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{target}: config file is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{target}: invalid TOML: {exc}") from None
+    return parse_console_config(data, str(target))

@@ -1,0 +1,412 @@
+"""Operator actions shared by the console, the CLI and the worker.
+
+Every action is atomic, safe when several operators (or workers) act at once, returns how many
+rows it changed, and writes one `audit_log` row in the same transaction (the database role is
+filled in by the column default, so it is the role that really did it). Whether an action is
+allowed is the database's decision: a role without the privileges gets InsufficientPrivilege.
+
+Bulk `*_matching` actions act on the rows matching *when they start*: they fix an upper bound
+first, then work in id order in batches, one transaction and one audit row per batch, so rows
+arriving later are not swept and a bulk action can never chase its own tail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from jobtui.browse import (
+    InvalidFilter,
+    dead_filter_params,
+    ids_list,
+    job_filter_params,
+    statement,
+)
+from jobtui.models import DeadFilter, JobFilter
+from jobtui.sql import notify_channel
+
+Progress = Callable[[int], None]
+
+MAX_BATCH = 100_000
+
+
+class InvalidAction(InvalidFilter):
+    """An operator action asked with arguments it cannot act on (bad kind, ids, batch size)."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who performs an action, as recorded in the audit log (`user@host`)."""
+
+    os_user: str
+
+    @classmethod
+    def current(cls) -> Actor:
+        """The OS user of this process at this host; never fails."""
+        try:
+            user = getpass.getuser()
+        except (OSError, KeyError, ImportError):  # no passwd entry, no LOGNAME/USER
+            user = os.environ.get("USER") or (
+                f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+            )
+        try:
+            host = socket.gethostname() or "localhost"
+        except OSError:
+            host = "localhost"
+        return cls(f"{user}@{host}")
+
+    @classmethod
+    def worker(cls, worker_id: str) -> Actor:
+        """A worker acting on its own (pruning, for example)."""
+        return cls(f"worker:{worker_id}")
+
+
+def _actor(actor: Actor) -> str:
+    if not isinstance(actor, Actor) or not actor.os_user.strip():
+        raise InvalidAction("an actor (Actor.current() or Actor.worker(id)) is required")
+    return actor.os_user
+
+
+def _batch(batch_size: int) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise InvalidAction(f"batch size must be an integer, not {batch_size!r}")
+    if not 1 <= batch_size <= MAX_BATCH:
+        raise InvalidAction(f"batch size must be from 1 to {MAX_BATCH}, not {batch_size}")
+    return batch_size
+
+
+def _kind(kind: str) -> str:
+    if not isinstance(kind, str) or not kind.strip():
+        raise InvalidAction("kind must be a non-empty string")
+    if "\x00" in kind:
+        raise InvalidAction("kind cannot contain a NUL character")
+    return kind
+
+
+def _filter_json(flt: JobFilter | DeadFilter, **extra: Any) -> Jsonb:
+    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(flt).items()}
+    data = {k: v for k, v in data.items() if v not in (None, [], "")}
+    data.update({k: v.isoformat() if isinstance(v, datetime) else v for k, v in extra.items()})
+    return Jsonb(data)
+
+
+async def _audit(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    os_user: str,
+    action: str,
+    count: int,
+    *,
+    ids: list[int] | None = None,
+    filter: Jsonb | None = None,
+) -> None:
+    await conn.execute(
+        statement(schema, "ops_audit"),
+        {"os_user": os_user, "action": action, "ids": ids, "filter": filter, "count": count},
+    )
+
+
+async def _notify(conn: psycopg.AsyncConnection, schema: str, message: str) -> None:
+    await conn.execute(
+        statement(schema, "notify"), {"channel": notify_channel(schema), "message": message}
+    )
+
+
+async def _ids_action(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    ids: Sequence[int],
+    actor: Actor,
+    *,
+    action: str,
+    sql_name: str,
+    notify: str | None = None,
+) -> int:
+    """Run a by-ids statement that RETURNS the changed ids, audit it, maybe notify; one txn."""
+    wanted = ids_list(ids)
+    os_user = _actor(actor)
+    if not wanted:
+        return 0
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, sql_name), {"ids": wanted})
+        changed = sorted(r[0] for r in await cur.fetchall())
+        await _audit(conn, schema, os_user, action, len(changed), ids=wanted)
+        if notify and changed:
+            await _notify(conn, schema, notify)
+    return len(changed)
+
+
+async def requeue_dead(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
+) -> int:
+    """Move these dead letters back to `jobs` (same id, error history kept, attempts reset)."""
+    return await _ids_action(
+        conn,
+        schema,
+        ids,
+        actor,
+        action="requeue_dead",
+        sql_name="ops_requeue_ids",
+        notify="requeue",
+    )
+
+
+async def delete_dead(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
+) -> int:
+    """Delete these dead letters for good."""
+    return await _ids_action(
+        conn, schema, ids, actor, action="delete_dead", sql_name="ops_delete_dead_ids"
+    )
+
+
+async def run_now(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
+) -> int:
+    """Make these scheduled (unlocked, unfinished, future) jobs due now and wake the workers."""
+    return await _ids_action(
+        conn, schema, ids, actor, action="run_now", sql_name="ops_run_now", notify="run_now"
+    )
+
+
+async def cancel_jobs(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
+) -> int:
+    """Cancel these jobs: pending ones at once, running ones by asking their worker to stop."""
+    wanted = ids_list(ids)
+    os_user = _actor(actor)
+    if not wanted:
+        return 0
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_cancel_ids"), {"ids": wanted})
+        rows = await cur.fetchall()
+        await _audit(conn, schema, os_user, "cancel_jobs", len(rows), ids=wanted)
+        if any(running for _, running in rows):
+            await _notify(conn, schema, "cancel")
+    return len(rows)
+
+
+async def _dead_batches(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: DeadFilter,
+    actor: Actor,
+    *,
+    action: str,
+    sql_name: str,
+    notify: str | None,
+    batch_size: int,
+    on_progress: Progress | None,
+) -> int:
+    params = dead_filter_params(flt)
+    os_user = _actor(actor)
+    batch = _batch(batch_size)
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(statement(schema, "ops_dead_bound"), params, prepare=False)
+        first = await cur.fetchone()
+    assert first is not None
+    bound, t0 = first["bound"], first["t0"]
+    audit_filter = _filter_json(flt, bound=bound, at=t0)
+    total, after = 0, None
+    if bound is not None:
+        after = -(2**63)
+        while True:
+            async with conn.transaction(), conn.cursor() as cur:
+                await cur.execute(
+                    statement(schema, sql_name),
+                    {**params, "after": after, "bound": bound, "t0": t0, "batch": batch},
+                    prepare=False,
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                last_id, ids = row
+                if last_id is None:
+                    break
+                after = last_id
+                if ids:
+                    await _audit(
+                        conn, schema, os_user, action, len(ids), ids=ids, filter=audit_filter
+                    )
+                    if notify:
+                        await _notify(conn, schema, notify)
+            total += len(ids)
+            if on_progress:
+                on_progress(total)
+    if total == 0:
+        await _audit(conn, schema, os_user, action, 0, filter=audit_filter)
+    return total
+
+
+async def requeue_dead_matching(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: DeadFilter,
+    *,
+    actor: Actor,
+    batch_size: int = 5000,
+    on_progress: Progress | None = None,
+) -> int:
+    """Requeue every dead letter matching `flt` at the start, in batches; returns the total."""
+    return await _dead_batches(
+        conn,
+        schema,
+        flt,
+        actor,
+        action="requeue_dead_matching",
+        sql_name="ops_requeue_dead_batch",
+        notify="requeue",
+        batch_size=batch_size,
+        on_progress=on_progress,
+    )
+
+
+async def delete_dead_matching(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: DeadFilter,
+    *,
+    actor: Actor,
+    batch_size: int = 5000,
+    on_progress: Progress | None = None,
+) -> int:
+    """Delete every dead letter matching `flt` at the start, in batches; returns the total."""
+    return await _dead_batches(
+        conn,
+        schema,
+        flt,
+        actor,
+        action="delete_dead_matching",
+        sql_name="ops_delete_dead_batch",
+        notify=None,
+        batch_size=batch_size,
+        on_progress=on_progress,
+    )
+
+
+async def cancel_jobs_matching(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: JobFilter,
+    *,
+    actor: Actor,
+    batch_size: int = 5000,
+    on_progress: Progress | None = None,
+) -> int:
+    """Cancel every unfinished job matching `flt` at the start, in batches; returns the total."""
+    params = job_filter_params(flt)
+    os_user = _actor(actor)
+    batch = _batch(batch_size)
+    async with conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_jobs_bound"), params, prepare=False)
+        first = await cur.fetchone()
+    bound = first[0] if first else None
+    audit_filter = _filter_json(flt, bound=bound)
+    total, after = 0, -(2**63)
+    while bound is not None:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(
+                statement(schema, "ops_cancel_batch"),
+                {**params, "after": after, "bound": bound, "batch": batch},
+                prepare=False,
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            last_id, ids, running = row
+            if last_id is None:
+                break
+            after = last_id
+            if ids:
+                await _audit(
+                    conn,
+                    schema,
+                    os_user,
+                    "cancel_jobs_matching",
+                    len(ids),
+                    ids=ids,
+                    filter=audit_filter,
+                )
+                if running:
+                    await _notify(conn, schema, "cancel")
+        total += len(ids)
+        if on_progress:
+            on_progress(total)
+    if total == 0:
+        await _audit(conn, schema, os_user, "cancel_jobs_matching", 0, filter=audit_filter)
+    return total
+
+
+async def pause_kind(conn: psycopg.AsyncConnection, schema: str, kind: str, *, actor: Actor) -> int:
+    """Stop workers claiming `kind`; 1 if newly paused, 0 if it already was."""
+    kind = _kind(kind)
+    os_user = _actor(actor)
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_pause_kind"), {"kind": kind, "os_user": os_user})
+        n = len(await cur.fetchall())
+        await _audit(conn, schema, os_user, "pause_kind", n, filter=Jsonb({"kind": kind}))
+    return n
+
+
+async def resume_kind(
+    conn: psycopg.AsyncConnection, schema: str, kind: str, *, actor: Actor
+) -> int:
+    """Let workers claim `kind` again and wake them; 1 if it was paused, else 0."""
+    kind = _kind(kind)
+    os_user = _actor(actor)
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_resume_kind"), {"kind": kind})
+        n = len(await cur.fetchall())
+        await _audit(conn, schema, os_user, "resume_kind", n, filter=Jsonb({"kind": kind}))
+        if n:
+            await _notify(conn, schema, "resume")
+    return n
+
+
+async def prune_finished(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    older_than: timedelta,
+    *,
+    actor: Actor,
+    batch_size: int = 1000,
+    on_progress: Progress | None = None,
+) -> int:
+    """Delete jobs finished (succeeded or cancelled) before now − `older_than`, in batches.
+
+    Dead letters and unfinished jobs are never touched. One audit row per batch that deleted
+    something (a periodic prune that finds nothing leaves no trace).
+    """
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise InvalidAction(f"older_than must be a non-negative duration, not {older_than!r}")
+    os_user = _actor(actor)
+    batch = _batch(batch_size)
+    async with conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_now"))
+        now_row = await cur.fetchone()
+    assert now_row is not None
+    cutoff = now_row[0] - older_than
+    audit_filter = Jsonb({"older_than_s": older_than.total_seconds(), "cutoff": cutoff.isoformat()})
+    total = 0
+    while True:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(
+                statement(schema, "ops_prune_batch"), {"cutoff": cutoff, "batch": batch}
+            )
+            n = len(await cur.fetchall())
+            if n:
+                await _audit(conn, schema, os_user, "prune_finished", n, filter=audit_filter)
+        if not n:
+            break
+        total += n
+        if on_progress:
+            on_progress(total)
+    return total

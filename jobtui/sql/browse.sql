@@ -1,0 +1,201 @@
+-- Read queries of the console and the CLI: keyset pages (newest first), counts, groups.
+--
+-- `browse_job_where`, `browse_job_text`, `browse_dead_where` and `browse_dead_text` are filter
+-- fragments, not statements: jobtui.browse splices them where a statement says `__job_where__`,
+-- `__job_text__`, `__dead_where__` or `__dead_text__`. Every optional part
+-- tests its parameter (`%(kind)s::text IS NULL OR …`); the statements run unprepared, so each is
+-- planned with its values and the parts left unused fold away before the index is chosen.
+-- States as in DESIGN.md: `ready` (unlocked, unfinished, due) and `scheduled` (the same, due
+-- later) include retries; `retrying` is the unlocked, unfinished rows with attempts > 0, so a
+-- retry matches both `retrying` and `ready` or `scheduled`. The one-word `state` column of a
+-- row says `retrying` for those.
+
+-- name: browse_job_where
+(%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+AND (NOT %(pending_only)s::boolean OR j.finished_at IS NULL)
+AND (NOT %(cancelled_only)s::boolean OR j.cancelled_at IS NOT NULL)
+AND (NOT %(by_state)s::boolean
+     OR (%(s_ready)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+         AND j.run_at <= now())
+     OR (%(s_scheduled)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+         AND j.run_at > now())
+     OR (%(s_retrying)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+         AND j.attempts > 0)
+     OR (%(s_running)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NOT NULL)
+     OR (%(s_succeeded)s::boolean AND j.finished_at IS NOT NULL AND j.cancelled_at IS NULL)
+     OR (%(s_cancelled)s::boolean AND j.cancelled_at IS NOT NULL))
+
+-- name: browse_job_text
+(%(pattern)s::text IS NULL
+ OR j.id = %(text_id)s::bigint
+ OR j.payload::text ILIKE %(pattern)s::text ESCAPE '\'
+ OR j.last_error ILIKE %(pattern)s::text ESCAPE '\')
+
+-- name: browse_dead_where
+(%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+AND (%(signature)s::text IS NULL OR d.error_signature = %(signature)s::text)
+AND (%(error)s::text IS NULL OR d.last_error ILIKE %(error)s::text ESCAPE '\')
+
+-- name: browse_dead_text
+(%(pattern)s::text IS NULL
+ OR d.id = %(text_id)s::bigint
+ OR d.payload::text ILIKE %(pattern)s::text ESCAPE '\')
+
+-- name: browse_jobs_page
+SELECT j.id, j.kind,
+       CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
+            WHEN j.finished_at IS NOT NULL THEN 'succeeded'
+            WHEN j.locked_at IS NOT NULL THEN 'running'
+            WHEN j.attempts > 0 THEN 'retrying'
+            WHEN j.run_at > now() THEN 'scheduled'
+            ELSE 'ready' END AS state,
+       j.payload, j.priority, j.attempts, j.max_attempts, j.run_at, j.created_at,
+       j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
+       j.last_error, j.errors
+FROM __schema__.jobs j
+WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
+  AND __job_where__
+  AND __job_text__
+ORDER BY j.id DESC
+LIMIT %(limit)s
+
+-- name: browse_job_by_id
+SELECT j.id, j.kind,
+       CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
+            WHEN j.finished_at IS NOT NULL THEN 'succeeded'
+            WHEN j.locked_at IS NOT NULL THEN 'running'
+            WHEN j.attempts > 0 THEN 'retrying'
+            WHEN j.run_at > now() THEN 'scheduled'
+            ELSE 'ready' END AS state,
+       j.payload, j.priority, j.attempts, j.max_attempts, j.run_at, j.created_at,
+       j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
+       j.last_error, j.errors
+FROM __schema__.jobs j
+WHERE j.id = %(id)s
+
+-- name: browse_jobs_count
+SELECT count(*) FROM __schema__.jobs j WHERE __job_where__ AND __job_text__
+
+-- name: browse_dead_page
+SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
+       d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+FROM __schema__.dead_letters d
+WHERE (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
+  AND __dead_where__
+  AND __dead_text__
+ORDER BY d.id DESC
+LIMIT %(limit)s
+
+-- name: browse_dead_by_id
+SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
+       d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+FROM __schema__.dead_letters d
+WHERE d.id = %(id)s
+
+-- name: browse_dead_count
+SELECT count(*) FROM __schema__.dead_letters d WHERE __dead_where__ AND __dead_text__
+
+-- name: browse_dead_groups
+SELECT d.kind, d.error_signature, count(*) AS count,
+       min(d.died_at) AS first_seen, max(d.died_at) AS last_seen, max(d.id) AS sample_id
+FROM __schema__.dead_letters d
+WHERE __dead_where__ AND __dead_text__
+GROUP BY d.kind, d.error_signature
+ORDER BY count(*) DESC, max(d.died_at) DESC, d.kind, d.error_signature
+LIMIT %(limit)s
+
+-- name: browse_kinds
+-- Distinct kinds by skipping through the indexes (one probe per kind), not by reading rows.
+WITH RECURSIVE pending AS (
+  (SELECT j.kind FROM __schema__.jobs j WHERE j.finished_at IS NULL ORDER BY j.kind LIMIT 1)
+  UNION ALL
+  SELECT (SELECT j.kind FROM __schema__.jobs j
+          WHERE j.finished_at IS NULL AND j.kind > p.kind ORDER BY j.kind LIMIT 1)
+  FROM pending p WHERE p.kind IS NOT NULL
+), dead AS (
+  (SELECT d.kind FROM __schema__.dead_letters d ORDER BY d.kind LIMIT 1)
+  UNION ALL
+  SELECT (SELECT d.kind FROM __schema__.dead_letters d
+          WHERE d.kind > x.kind ORDER BY d.kind LIMIT 1)
+  FROM dead x WHERE x.kind IS NOT NULL
+)
+SELECT kind FROM pending WHERE kind IS NOT NULL
+UNION
+SELECT kind FROM dead WHERE kind IS NOT NULL
+UNION
+SELECT kind FROM __schema__.paused_kinds
+ORDER BY 1
+
+-- name: browse_can_write
+SELECT has_table_privilege('__schema__.jobs', 'UPDATE')
+   AND has_table_privilege('__schema__.dead_letters', 'DELETE')
+   AND has_table_privilege('__schema__.audit_log', 'INSERT') AS privileged,
+       current_setting('transaction_read_only') = 'on'
+    OR current_setting('default_transaction_read_only') = 'on'
+    OR pg_is_in_recovery() AS read_only
+
+-- name: browse_dead_by_ids_page
+SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
+       d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+FROM __schema__.dead_letters d
+WHERE d.id = ANY(%(ids)s::bigint[])
+  AND (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
+  AND __dead_where__
+  AND __dead_text__
+ORDER BY d.id DESC
+LIMIT %(limit)s
+
+-- name: browse_jobs_search_page
+-- Text search cannot use an index, so each page examines a bounded scope: the newest
+-- `scan` rows below `before` that pass the indexable filters. `scope_lo`/`scope_n` tell the
+-- caller where the scope ended, so the next page can carry on below it.
+WITH scope AS MATERIALIZED (
+  SELECT j.id, j.payload, j.last_error FROM __schema__.jobs j
+  WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
+    AND __job_where__
+  ORDER BY j.id DESC
+  LIMIT %(scan)s
+), hits AS MATERIALIZED (
+  SELECT j.id FROM scope j WHERE __job_text__ ORDER BY j.id DESC LIMIT %(limit)s
+), bounds AS (
+  SELECT min(id) AS scope_lo, count(*) AS scope_n FROM scope
+)
+SELECT b.scope_lo, b.scope_n, r.*
+FROM bounds b
+LEFT JOIN LATERAL (
+  SELECT j.id, j.kind,
+         CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
+              WHEN j.finished_at IS NOT NULL THEN 'succeeded'
+              WHEN j.locked_at IS NOT NULL THEN 'running'
+              WHEN j.attempts > 0 THEN 'retrying'
+              WHEN j.run_at > now() THEN 'scheduled'
+              ELSE 'ready' END AS state,
+         j.payload, j.priority, j.attempts, j.max_attempts, j.run_at, j.created_at,
+         j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
+         j.last_error, j.errors
+  FROM __schema__.jobs j
+  WHERE j.id = ANY(ARRAY(SELECT id FROM hits))
+) r ON true
+ORDER BY r.id DESC
+
+-- name: browse_dead_search_page
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.payload FROM __schema__.dead_letters d
+  WHERE (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
+    AND __dead_where__
+  ORDER BY d.id DESC
+  LIMIT %(scan)s
+), hits AS MATERIALIZED (
+  SELECT d.id FROM scope d WHERE __dead_text__ ORDER BY d.id DESC LIMIT %(limit)s
+), bounds AS (
+  SELECT min(id) AS scope_lo, count(*) AS scope_n FROM scope
+)
+SELECT b.scope_lo, b.scope_n, r.*
+FROM bounds b
+LEFT JOIN LATERAL (
+  SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
+         d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+  FROM __schema__.dead_letters d
+  WHERE d.id = ANY(ARRAY(SELECT id FROM hits))
+) r ON true
+ORDER BY r.id DESC

@@ -1,0 +1,156 @@
+-- Operator actions. Each runs inside one transaction together with its audit row (jobtui.ops).
+-- Bulk ("matching") variants fix an upper bound first and then work through the rows in id
+-- order, one batch per transaction, locking with SKIP LOCKED so concurrent operators and workers
+-- never wait on each other; `__job_where__` / `__dead_where__` are the browse filters.
+
+-- name: ops_audit
+INSERT INTO __schema__.audit_log (os_user, action, ids, filter, count)
+VALUES (%(os_user)s, %(action)s, %(ids)s::bigint[], %(filter)s::jsonb, %(count)s)
+
+-- name: ops_requeue_ids
+-- The move out of dead letters is one statement: a dead letter deleted by a concurrent requeue
+-- is skipped here (its row is gone when our DELETE gets the lock), so racing callers make one job.
+WITH moved AS (
+  DELETE FROM __schema__.dead_letters d
+  WHERE d.id = ANY(%(ids)s::bigint[])
+    AND NOT EXISTS (SELECT 1 FROM __schema__.jobs x WHERE x.id = d.id)
+  RETURNING d.id, d.kind, d.payload, d.priority, d.max_attempts, d.errors, d.last_error,
+            d.created_at
+)
+INSERT INTO __schema__.jobs
+  (id, kind, payload, priority, max_attempts, attempts, errors, last_error, created_at, run_at)
+SELECT id, kind, payload, priority, max_attempts, 0, errors, last_error, created_at, now()
+FROM moved
+RETURNING id
+
+-- name: ops_dead_bound
+-- The last id matching now, and the moment: rows dead-lettered later are never swept.
+SELECT max(d.id) AS bound, statement_timestamp() AS t0
+FROM __schema__.dead_letters d
+WHERE __dead_where__ AND __dead_text__
+
+-- name: ops_requeue_dead_batch
+WITH pick AS MATERIALIZED (
+  SELECT d.id FROM __schema__.dead_letters d
+  WHERE d.id > %(after)s AND d.id <= %(bound)s AND d.died_at <= %(t0)s
+    AND __dead_where__ AND __dead_text__
+  ORDER BY d.id
+  LIMIT %(batch)s
+  FOR UPDATE SKIP LOCKED
+), moved AS (
+  DELETE FROM __schema__.dead_letters d
+  USING pick
+  WHERE d.id = pick.id
+    AND NOT EXISTS (SELECT 1 FROM __schema__.jobs x WHERE x.id = d.id)
+  RETURNING d.id, d.kind, d.payload, d.priority, d.max_attempts, d.errors, d.last_error,
+            d.created_at
+), ins AS (
+  INSERT INTO __schema__.jobs
+    (id, kind, payload, priority, max_attempts, attempts, errors, last_error, created_at, run_at)
+  SELECT id, kind, payload, priority, max_attempts, 0, errors, last_error, created_at, now()
+  FROM moved
+  RETURNING id
+)
+SELECT (SELECT max(id) FROM pick) AS last_id,
+       coalesce((SELECT array_agg(id ORDER BY id) FROM ins), '{}') AS ids
+
+-- name: ops_delete_dead_ids
+DELETE FROM __schema__.dead_letters d
+WHERE d.id = ANY(%(ids)s::bigint[])
+RETURNING d.id
+
+-- name: ops_delete_dead_batch
+WITH pick AS MATERIALIZED (
+  SELECT d.id FROM __schema__.dead_letters d
+  WHERE d.id > %(after)s AND d.id <= %(bound)s AND d.died_at <= %(t0)s
+    AND __dead_where__ AND __dead_text__
+  ORDER BY d.id
+  LIMIT %(batch)s
+  FOR UPDATE SKIP LOCKED
+), gone AS (
+  DELETE FROM __schema__.dead_letters d USING pick WHERE d.id = pick.id RETURNING d.id
+)
+SELECT (SELECT max(id) FROM pick) AS last_id,
+       coalesce((SELECT array_agg(id ORDER BY id) FROM gone), '{}') AS ids
+
+-- name: ops_cancel_ids
+-- One statement decides per row on its latest version: a pending row is finished as cancelled,
+-- a running one is asked to stop (its worker cancels the handler and records the outcome).
+-- Rows are locked in id order, so two multi-row cancels never deadlock each other.
+WITH pick AS MATERIALIZED (
+  SELECT j.id FROM __schema__.jobs j
+  WHERE j.id = ANY(%(ids)s::bigint[]) AND j.finished_at IS NULL
+  ORDER BY j.id
+  FOR UPDATE
+)
+UPDATE __schema__.jobs j SET
+  finished_at      = CASE WHEN j.locked_at IS NULL THEN now() ELSE j.finished_at END,
+  cancelled_at     = CASE WHEN j.locked_at IS NULL THEN now() ELSE j.cancelled_at END,
+  cancel_requested = j.locked_at IS NOT NULL OR j.cancel_requested
+FROM pick
+WHERE j.id = pick.id
+  AND j.finished_at IS NULL
+  AND (j.locked_at IS NULL OR NOT j.cancel_requested)
+RETURNING j.id, j.locked_at IS NOT NULL AS running
+
+-- name: ops_jobs_bound
+SELECT max(j.id) AS bound
+FROM __schema__.jobs j
+WHERE j.finished_at IS NULL AND __job_where__ AND __job_text__
+
+-- name: ops_cancel_batch
+WITH pick AS MATERIALIZED (
+  SELECT j.id FROM __schema__.jobs j
+  WHERE j.id > %(after)s AND j.id <= %(bound)s AND j.finished_at IS NULL
+    AND __job_where__ AND __job_text__
+  ORDER BY j.id
+  LIMIT %(batch)s
+  FOR UPDATE SKIP LOCKED
+), done AS (
+  UPDATE __schema__.jobs t SET
+    finished_at      = CASE WHEN t.locked_at IS NULL THEN now() ELSE t.finished_at END,
+    cancelled_at     = CASE WHEN t.locked_at IS NULL THEN now() ELSE t.cancelled_at END,
+    cancel_requested = t.locked_at IS NOT NULL OR t.cancel_requested
+  FROM pick
+  WHERE t.id = pick.id
+    AND t.finished_at IS NULL
+    AND (t.locked_at IS NULL OR NOT t.cancel_requested)
+  RETURNING t.id, t.locked_at IS NOT NULL AS running
+)
+SELECT (SELECT max(id) FROM pick) AS last_id,
+       coalesce((SELECT array_agg(id ORDER BY id) FROM done), '{}') AS ids,
+       (SELECT count(*) FROM done WHERE running) AS running
+
+-- name: ops_run_now
+-- Only rows still waiting for a future time: a due row keeps its place in the queue.
+UPDATE __schema__.jobs j SET run_at = now()
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.finished_at IS NULL AND j.locked_at IS NULL AND j.run_at > now()
+RETURNING j.id
+
+-- name: ops_pause_kind
+INSERT INTO __schema__.paused_kinds (kind, paused_by)
+VALUES (%(kind)s, %(os_user)s)
+ON CONFLICT (kind) DO NOTHING
+RETURNING kind
+
+-- name: ops_resume_kind
+DELETE FROM __schema__.paused_kinds WHERE kind = %(kind)s RETURNING kind
+
+-- name: ops_prune_batch
+-- Finished rows only (dead letters live in their own table and are never pruned), oldest
+-- first through the partial index on finished_at.
+WITH pick AS MATERIALIZED (
+  SELECT j.id FROM __schema__.jobs j
+  WHERE j.finished_at IS NOT NULL AND j.finished_at < %(cutoff)s
+  ORDER BY j.finished_at
+  LIMIT %(batch)s
+  FOR UPDATE SKIP LOCKED
+)
+DELETE FROM __schema__.jobs j
+USING pick
+WHERE j.id = pick.id AND j.finished_at IS NOT NULL AND j.finished_at < %(cutoff)s
+RETURNING j.id
+
+-- name: ops_now
+SELECT now() AS now

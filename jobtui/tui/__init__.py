@@ -1,0 +1,1 @@
+"""The operations console (Textual). Nothing outside this package imports textual."""

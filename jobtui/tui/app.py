@@ -1,0 +1,433 @@
+"""The operations console: four tabs over one database connection, refreshed without stacking.
+
+BINDINGS (app-wide):
+    1 2 3 4     Overview, Jobs, Dead letters, Workers
+    p           pause / resume live refresh
+    + / -       refresh faster / slower
+    ?           help (every binding, with the keys in effect)
+    ctrl+p      command palette (actions valid for the current selection)
+    esc         back
+    q           quit
+
+The refresh loop is poll → render → schedule the next poll; it never starts while one runs
+and skips the database while a modal or the detail screen is open. Every write goes through
+`jobtui.ops` in the flows of `jobtui.tui.writes`, after a confirmation that names the count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, ClassVar
+
+import psycopg
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
+from textual.timer import Timer
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+
+from jobtui import browse, ops
+from jobtui.config import format_duration
+from jobtui.console_config import ConsoleConfig
+from jobtui.db import describe_error
+from jobtui.models import JobFilter
+from jobtui.tui.commands import ConsoleCommands
+from jobtui.tui.connection import Link, LinkDown
+from jobtui.tui.inert import clean, inert
+from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
+from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.screens.help import HelpScreen, Section
+from jobtui.tui.widgets.dead import DeadPane
+from jobtui.tui.widgets.jobs import JobsPane
+from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.widgets.overview import OverviewPane
+from jobtui.tui.widgets.pane import Pane
+from jobtui.tui.widgets.workers import WorkersPane
+from jobtui.tui.writes import WriteFlows
+
+TABS = ("overview", "jobs", "dead", "workers")
+REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+BLOCKED_RECHECK_S = 0.5
+
+
+class JobtuiApp(WriteFlows):
+    """The console. `config` carries refresh, thresholds, read-only and the keymap."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "jobtui"
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", id="quit"),
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("1", "tab('overview')", "Overview", show=False, id="tab.overview"),
+        Binding("2", "tab('jobs')", "Jobs", show=False, id="tab.jobs"),
+        Binding("3", "tab('dead')", "Dead", show=False, id="tab.dead"),
+        Binding("4", "tab('workers')", "Workers", show=False, id="tab.workers"),
+        Binding("p", "toggle_refresh", "Pause", id="refresh.pause"),
+        Binding("plus,equals_sign", "refresh_step(-1)", "Faster", show=False, id="refresh.faster"),
+        Binding("minus", "refresh_step(1)", "Slower", show=False, id="refresh.slower"),
+        Binding("escape", "go_back", "Back", show=False, id="back"),
+    ]
+
+    def __init__(self, dsn: str, schema: str, *, config: ConsoleConfig) -> None:
+        super().__init__()
+        self.dsn = dsn
+        self.schema = schema
+        self.config = config
+        self.link = Link(dsn, schema)
+        self.actor = ops.Actor.current()
+        self.refresh_s = config.refresh_s
+        self.refresh_paused = False
+        self.auto_read_only = False
+        self.updated_at: float | None = None
+        self.last_poll_ms: float | None = None
+        self.polls = 0
+        self.db_error: str | None = None
+        self._polling = False
+        self._again = False
+        self._timer: Timer | None = None
+        self._checked_connects = 0
+        self._poll_error: str | None = None
+
+    # --- layout --------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        yield Static(id="banner")
+        yield Static(id="paused-banner")
+        with TabbedContent(id="tabs", initial="overview"):
+            with TabPane("1 Overview", id="overview"):
+                yield OverviewPane(id="overview-pane")
+            with TabPane("2 Jobs", id="jobs"):
+                yield JobsPane(id="jobs-pane")
+            with TabPane("3 Dead letters", id="dead"):
+                yield DeadPane(id="dead-pane")
+            with TabPane("4 Workers", id="workers"):
+                yield WorkersPane(id="workers-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.config.keymap:
+            self.set_keymap(self.config.keymap)
+        self.query_one("#banner").display = False
+        self.query_one("#paused-banner").display = False
+        self.set_interval(1.0, self._render_status)
+        self._render_status()
+        self.active_pane.focus_main()
+        self.refresh_now()
+
+    async def on_unmount(self) -> None:
+        await self.link.close()
+
+    @property
+    def read_only(self) -> bool:
+        return self.config.read_only or self.auto_read_only
+
+    @property
+    def active_tab(self) -> str:
+        return self.query_one("#tabs", TabbedContent).active or "overview"
+
+    @property
+    def active_pane(self) -> Pane:
+        return self.query_one(f"#{self.active_tab}-pane", Pane)
+
+    def _db_label(self) -> str:
+        try:
+            info = psycopg.conninfo.conninfo_to_dict(self.dsn)
+        except psycopg.Error:
+            return "?"
+        db = str(info.get("dbname") or info.get("user") or "postgres")
+        host = str(info.get("host") or "local")
+        if host.startswith("/"):
+            host = "socket"
+        return f"{db}@{host}"
+
+    def _render_status(self) -> None:
+        if not self.is_running or not self.screen_stack:
+            return
+        try:
+            status = self.query_one("#status", Static)
+        except NoMatches:
+            return  # called while the app is shutting down
+        parts: list[Any] = [
+            (" jobtui ", "bold reverse"),
+            " ",
+            inert(self._db_label()),
+            (f" schema {clean(self.schema)}", "dim"),
+            "  │ ",
+        ]
+        if self.refresh_paused:
+            parts.append(("⏸ paused", "bold"))
+        else:
+            parts.append(f"⟳ {format_duration(self.refresh_s) if self.refresh_s >= 1 else '0.5s'}")
+        parts.append("  │ ")
+        if self.updated_at is None:
+            parts.append(("connecting…" if self.db_error is None else "no data yet", "dim"))
+        else:
+            age = time.time() - self.updated_at
+            parts.append(f"updated {format_duration(age)} ago")
+            if self.last_poll_ms is not None:
+                parts.append((f" ({self.last_poll_ms:.0f} ms)", "dim"))
+        if self.db_error is not None:
+            parts += ["  │ ", ("DB DOWN", "bold reverse")]
+        if self.read_only:
+            parts += ["  │ ", ("READ-ONLY", "bold reverse")]
+        status.update(Text.assemble(*parts))
+        self._render_banner()
+
+    def _render_banner(self) -> None:
+        banner = self.query_one("#banner", Static)
+        if self.db_error is None:
+            banner.display = False
+            return
+        retry = self.link.retry_in()
+        since = (
+            "data shown is from "
+            + datetime.fromtimestamp(self.updated_at, UTC).strftime("%H:%M:%S UTC")
+            if self.updated_at is not None
+            else "no data yet"
+        )
+        banner.update(
+            Text.assemble(
+                ("⚠ DATABASE UNREACHABLE ", "bold"),
+                inert(self.db_error),
+                f" — retrying in {retry:.0f}s; {since}",
+            )
+        )
+        banner.display = True
+
+    # --- refresh loop --------------------------------------------------------------------
+
+    def refresh_now(self) -> None:
+        """Poll as soon as possible; merges with a poll in progress instead of stacking."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._start_poll()
+
+    def _start_poll(self) -> None:
+        if self._polling:
+            self._again = True
+            return
+        self._polling = True  # set before the worker runs, so nothing can start a second one
+        self._poll()
+
+    def _blocked(self) -> bool:
+        return self.refresh_paused or len(self.screen_stack) > 1
+
+    def _schedule(self, delay: float) -> None:
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(max(0.01, delay), self._start_poll)
+
+    @work(exclusive=True, group="refresh")
+    async def _poll(self) -> None:
+        if self._blocked():
+            self._polling = False
+            if not self.refresh_paused:
+                self._schedule(BLOCKED_RECHECK_S)
+            return
+        pane = self.active_pane
+        started = time.monotonic()
+        data: Any = None
+        failure: BaseException | None = None
+        try:
+            await self._check_privileges()
+            data = await pane.load(self.link)
+        except (LinkDown, psycopg.Error, ValueError) as exc:
+            failure = exc
+        finally:
+            self._polling = False
+        if not pane.is_attached or not self.is_running:
+            return  # shutting down: the widgets are gone
+        if isinstance(failure, LinkDown):
+            self._set_down(failure.message)
+        elif failure is not None:
+            message = clean(describe_error(failure))
+            if message != self._poll_error:  # once per distinct error, not every refresh
+                self.notify(message, severity="error", markup=False, timeout=8)
+            self._poll_error = message
+        else:
+            self._poll_error = None
+            self._set_up()
+            pane.show(data)
+            self.updated_at = time.time()
+            self.last_poll_ms = (time.monotonic() - started) * 1000
+            self.polls += 1
+        self._render_status()
+        if self._again:
+            self._again = False
+            self._schedule(0)
+        elif self.refresh_paused:
+            self._timer = None
+        elif self.db_error is not None:
+            self._schedule(max(0.2, self.link.retry_in()))
+        else:
+            self._schedule(self.refresh_s)
+
+    async def _check_privileges(self) -> None:
+        """After each (re)connect, ask the database whether this role may write."""
+        if self.link.connects == self._checked_connects and self.link.conn is not None:
+            return
+        writable = await self.link.run(browse.can_write)
+        self._checked_connects = self.link.connects
+        if not writable and not self.auto_read_only:
+            self._go_read_only("the database role cannot write")
+        elif writable and self.auto_read_only:
+            self.auto_read_only = False
+            self.refresh_bindings()
+
+    def _go_read_only(self, why: str) -> None:
+        self.auto_read_only = True
+        self.refresh_bindings()
+        self._render_status()
+        if not self.config.read_only:
+            self.notify(
+                f"Read-only: {why}; write actions are hidden.",
+                severity="warning",
+                markup=False,
+                timeout=8,
+            )
+
+    def _set_down(self, message: str) -> None:
+        self.db_error = message
+        self.query_one("#tabs").add_class("-stale")
+
+    def _set_up(self) -> None:
+        if self.db_error is not None:
+            self.db_error = None
+            self.query_one("#tabs").remove_class("-stale")
+            self.notify("Database reachable again.", markup=False, timeout=4)
+
+    # --- app actions ---------------------------------------------------------------------
+
+    def action_tab(self, name: str) -> None:
+        if len(self.screen_stack) > 1:
+            return
+        self.query_one("#tabs", TabbedContent).active = name
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.call_after_refresh(self._focus_active)
+        self.refresh_now()
+
+    def _focus_active(self) -> None:
+        if self.is_running and len(self.screen_stack) == 1:
+            with contextlib.suppress(NoMatches):
+                self.active_pane.focus_main()
+
+    def action_toggle_refresh(self) -> None:
+        self.refresh_paused = not self.refresh_paused
+        banner = self.query_one("#paused-banner", Static)
+        banner.update(Text("⏸ LIVE REFRESH PAUSED — press p to resume", style="bold"))
+        banner.display = self.refresh_paused
+        if not self.refresh_paused:
+            self.refresh_now()
+        elif self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        self._render_status()
+
+    def action_refresh_step(self, direction: int) -> None:
+        steps = REFRESH_STEPS
+        index = min(range(len(steps)), key=lambda i: abs(steps[i] - self.refresh_s))
+        self.refresh_s = steps[max(0, min(len(steps) - 1, index + direction))]
+        self.notify(f"Refresh every {self.refresh_s:g}s", markup=False, timeout=2)
+        self._render_status()
+        if not self.refresh_paused:
+            self.refresh_now()
+
+    def action_go_back(self) -> None:
+        focused = self.focused
+        if focused is not None and focused.id == "dead-rows":
+            self.query_one("#dead-groups").focus()
+        else:
+            self.active_pane.focus_main()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_sections(), HELP_NOTES))
+
+    def help_sections(self) -> list[Section]:
+        keymap = self.config.keymap
+
+        def rows(bindings: list[Any]) -> list[tuple[str, str, str]]:
+            out = []
+            for b in bindings:
+                if not isinstance(b, Binding) or not b.id:
+                    continue
+                text = HELP_TEXT.get(b.id, b.description or b.action)
+                out.append((key_display(keymap.get(b.id, b.key)), text, b.id))
+            return out
+
+        return [
+            (
+                "Everywhere",
+                [
+                    *rows(JobtuiApp.BINDINGS),
+                    (
+                        "ctrl+p",
+                        "command palette (actions for the current selection)",
+                        "command_palette",
+                    ),
+                ],
+            ),
+            (
+                "Tables",
+                [
+                    ("↑ ↓ pgup pgdn home end", "move", ""),
+                    *rows(KeyedTable.BINDINGS),
+                    ("enter", "detail / open", ""),
+                    ("tab shift+tab", "next / previous table", ""),
+                ],
+            ),
+            ("Overview", rows(OverviewPane.BINDINGS)),
+            ("Jobs", rows(JobsPane.BINDINGS)),
+            ("Dead letters", rows(DeadPane.BINDINGS)),
+            ("Workers", rows(WorkersPane.BINDINGS)),
+            ("Detail", rows(DetailScreen.BINDINGS)),
+            ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
+        ]
+
+    # --- navigation used by panes --------------------------------------------------------
+
+    def open_detail(self, what: str, row_id: int) -> None:
+        self.push_screen(DetailScreen(what, row_id))
+
+    def show_jobs_of_kind(self, kind: str) -> None:
+        self.query_one("#tabs", TabbedContent).active = "jobs"
+        self.query_one(JobsPane).set_filter(JobFilter(kind=kind))
+
+    # --- command palette -----------------------------------------------------------------
+
+    def palette_entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
+        pane = self.active_pane
+        out: list[tuple[str, str, Callable[[], Any]]] = []
+        for title, help_, action in pane.palette_commands():
+            out.append((title, help_, partial(self.run_action, action, pane)))
+        for name in TABS:
+            if name != self.active_tab:
+                out.append(
+                    (
+                        f"Go to {name.title() if name != 'dead' else 'Dead letters'}",
+                        "switch tab",
+                        partial(self.action_tab, name),
+                    )
+                )
+        verb = "Resume" if self.refresh_paused else "Pause"
+        out.append((f"{verb} live refresh", "p", self.action_toggle_refresh))
+        out.append(("Refresh faster", "+", lambda: self.action_refresh_step(-1)))
+        out.append(("Refresh slower", "-", lambda: self.action_refresh_step(1)))
+        out.append(("Help: key bindings", "?", self.action_help))
+        return out
+
+
+def run_console(dsn: str, schema: str, *, config: ConsoleConfig) -> int:
+    """Run the console until the operator quits; returns the process exit code."""
+    app = JobtuiApp(dsn, schema, config=config)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,62 @@
+"""Key names for people and the text of the help screen, by binding id."""
+
+from __future__ import annotations
+
+KEY_NAMES = {
+    "slash": "/",
+    "question_mark": "?",
+    "right_square_bracket": "]",
+    "left_square_bracket": "[",
+    "plus": "+",
+    "minus": "-",
+    "escape": "esc",
+    "equals_sign": "=",
+    "space": "space",
+}
+
+
+def key_display(keys: str) -> str:
+    return " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+HELP_TEXT = {
+    "quit": "quit",
+    "help": "this help",
+    "tab.overview": "Overview tab",
+    "tab.jobs": "Jobs tab",
+    "tab.dead": "Dead letters tab",
+    "tab.workers": "Workers tab",
+    "refresh.pause": "pause / resume live refresh",
+    "refresh.faster": "refresh more often",
+    "refresh.slower": "refresh less often",
+    "back": "back (focus the main table)",
+    "down": "cursor down",
+    "up": "cursor up",
+    "first": "first row",
+    "last": "last row (loads more pages)",
+    "mark": "mark / unmark the row, then move down",
+    "pause_kind": "pause / resume the kind under the cursor",
+    "filter": "filter (see below)",
+    "cancel": "cancel marked jobs or the one under the cursor (asks)",
+    "run_now": "run now: make scheduled / retrying jobs due",
+    "clear_marks": "clear all marks",
+    "next_page": "load the next page",
+    "requeue": "requeue group / marked / cursor row / all matching (asks)",
+    "delete": "delete, same choices (asks, cannot be undone)",
+    "export": "export selected or matching rows to JSONL or CSV",
+    "detail.back": "back",
+    "detail.cancel": "cancel this job",
+    "detail.retry": "retry: run this job now / requeue this dead letter",
+    "detail.delete": "delete this dead letter (asks)",
+    "detail.down": "scroll down",
+    "detail.up": "scroll up",
+}
+
+HELP_NOTES = [
+    "Filters (/): jobs — state:ready,running kind:NAME and free text (an id, payload or error "
+    "text); dead letters — kind:NAME error:TEXT sig:SIGNATURE and free text.",
+    "Bulk and destructive actions ask first, name the exact count, and let you choose between "
+    "exactly the selected rows and every row matching now.",
+    "Keys can be remapped by binding id in ~/.config/jobtui/config.toml ($JOBTUI_CONFIG), "
+    'table [keys], e.g.  requeue = "r,R".',
+]

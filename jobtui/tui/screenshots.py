@@ -1,0 +1,420 @@
+"""`python -m jobtui.tui.screenshots OUTDIR`: SVG screenshots of each tab over demo-like data.
+
+Starts an embedded PostgreSQL in a temporary directory, migrates it, seeds a believable queue
+(several kinds, a running worker and a stale one, retrying jobs, dead letters with real-looking
+tracebacks, an hour of per-minute history so the sparklines are full) and saves one SVG per tab
+plus the detail view, at 120×36.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from jobtui.console_config import ConsoleConfig
+from jobtui.enqueue import JobSpec, enqueue_many
+from jobtui.sql import quote_schema
+from jobtui.stats import BUCKETS_MS, bucket_index
+
+SIZE = (120, 36)
+KINDS = ("email.send", "image.resize", "report.build", "webhook.deliver", "billing.charge")
+
+# Seeding only: the console itself never writes with its own SQL.
+_SEED_DEAD = """
+INSERT INTO __schema__.dead_letters
+  (id, kind, payload, attempts, max_attempts, created_at, run_at, last_error, errors, reason,
+   died_at)
+VALUES (nextval(pg_get_serial_sequence('__schema__.jobs', 'id')), %(kind)s, %(payload)s,
+        %(attempts)s, %(attempts)s, %(created)s, %(created)s, %(error)s, %(errors)s,
+        %(reason)s, %(died)s)
+"""
+_SEED_WORKER = """
+INSERT INTO __schema__.workers
+  (id, host, pid, kinds, concurrency, running, started_at, heartbeat_at)
+VALUES (%(id)s, %(host)s, %(pid)s, %(kinds)s, %(conc)s, %(running)s, %(started)s, %(hb)s)
+"""
+_SEED_STATS = """
+INSERT INTO __schema__.kind_stats (minute, kind, done, failed, dead, runtime_sum_ms, hist)
+VALUES (%(minute)s, %(kind)s, %(done)s, %(failed)s, %(dead)s, %(sum)s, %(hist)s)
+"""
+_SEED_SAMPLE = """
+INSERT INTO __schema__.queue_samples
+  (minute, ready, scheduled, running, retrying, dead, oldest_ready_age_s)
+VALUES (%(minute)s, %(ready)s, %(scheduled)s, %(running)s, %(retrying)s, %(dead)s, %(oldest)s)
+"""
+_SEED_RUNNING = """
+UPDATE __schema__.jobs SET locked_at = now() - make_interval(secs => %(secs)s),
+       locked_by = %(worker)s, attempts = attempts + 1
+WHERE id = %(id)s
+"""
+_SEED_RETRYING = """
+UPDATE __schema__.jobs SET attempts = %(attempts)s, last_error = %(error)s, errors = %(errors)s,
+       run_at = now() + make_interval(secs => %(delay)s)
+WHERE id = %(id)s
+"""
+_SEED_DONE = """
+UPDATE __schema__.jobs SET attempts = 1, finished_at = now() - make_interval(secs => %(secs)s)
+WHERE id = %(id)s
+"""
+_SEED_PAUSE = (
+    "INSERT INTO __schema__.paused_kinds (kind, paused_by) VALUES (%(kind)s, 'ops@bastion')"
+)
+
+TRACEBACKS = {
+    "email.send": (
+        "SMTPRecipientsRefused: {'{user}@example.org': (550, b'5.1.1 mailbox unavailable')}",
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/jobs/email.py", line 41, in send\n'
+        "    smtp.send_message(msg)\n"
+        '  File "/usr/lib/python3.12/smtplib.py", line 986, in send_message\n'
+        "    return self.sendmail(from_addr, to_addrs, flatmsg, mail_options, rcpt_options)\n"
+        '  File "/usr/lib/python3.12/smtplib.py", line 901, in sendmail\n'
+        "    raise SMTPRecipientsRefused(senderrs)\n"
+        "smtplib.SMTPRecipientsRefused: "
+        "{'{user}@example.org': (550, b'5.1.1 mailbox unavailable')}",
+    ),
+    "webhook.deliver": (
+        "ConnectTimeout: timed out connecting to 'hooks.partner-{n}.example' after 10.0s",
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/jobs/webhooks.py", line 77, in deliver\n'
+        "    resp = await client.post(url, json=body, timeout=10.0)\n"
+        '  File "/srv/venv/lib/python3.12/site-packages/httpx/_client.py", line 1859, in post\n'
+        "    return await self.request(...)\n"
+        '  File "/srv/venv/lib/python3.12/site-packages/httpx/_transports/default.py", '
+        "line 72, in map_httpcore_exceptions\n"
+        "    raise mapped_exc(message) from exc\n"
+        "httpx.ConnectTimeout: timed out connecting to 'hooks.partner-{n}.example' after 10.0s",
+    ),
+    "billing.charge": (
+        "CardDeclined: card ending {n} declined for invoice 'inv_{user}' (insufficient_funds)",
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/jobs/billing.py", line 118, in charge\n'
+        "    intent = gateway.charge(customer, amount_cents, idempotency_key=key)\n"
+        '  File "/srv/app/billing/gateway.py", line 64, in charge\n'
+        "    raise CardDeclined(card.last4, invoice.id, reason)\n"
+        "app.billing.errors.CardDeclined: "
+        "card ending {n} declined for invoice 'inv_{user}' (insufficient_funds)",
+    ),
+    "image.resize": (
+        "KeyError: 'thumbnail'",
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/jobs/images.py", line 23, in resize\n'
+        '    spec = PRESETS[payload["preset"]]\n'
+        "KeyError: 'thumbnail'",
+    ),
+}
+
+USERS = ("ada", "grace", "linus", "guido", "barbara", "ken", "margaret", "dennis")
+
+
+def _payload(kind: str, i: int, rnd: random.Random) -> dict[str, object]:
+    user = rnd.choice(USERS)
+    if kind == "email.send":
+        return {
+            "to": f"{user}@example.org",
+            "template": rnd.choice(["welcome", "receipt", "reset"]),
+            "locale": "en",
+        }
+    if kind == "image.resize":
+        return {
+            "bucket": "uploads",
+            "key": f"u/{user}/{i:05d}.jpg",
+            "preset": rnd.choice(["thumbnail", "hero"]),
+        }
+    if kind == "report.build":
+        return {"report": "monthly-usage", "account": 1000 + i % 37, "month": "2026-10"}
+    if kind == "webhook.deliver":
+        return {
+            "url": f"https://hooks.partner-{i % 9}.example/events",
+            "event": "invoice.paid",
+            "id": i,
+        }
+    return {
+        "customer": f"cus_{user}{i}",
+        "amount_cents": rnd.choice([900, 1900, 4900]),
+        "currency": "EUR",
+    }
+
+
+def _sql(text: str, schema: str) -> str:
+    return text.replace("__schema__", quote_schema(schema))
+
+
+def _error(
+    kind: str, attempt: int, at: datetime, worker: str, rnd: random.Random
+) -> tuple[str, dict[str, object]]:
+    head, tb = TRACEBACKS.get(kind, TRACEBACKS["image.resize"])
+    user, n = rnd.choice(USERS), rnd.randint(1000, 9999)
+    head = head.replace("{user}", user).replace("{n}", str(n))
+    tb = tb.replace("{user}", user).replace("{n}", str(n))
+    return head, {
+        "attempt": attempt,
+        "at": at.isoformat(),
+        "error": head,
+        "traceback": tb,
+        "worker": worker,
+    }
+
+
+def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
+    """Fill a migrated database with a queue that looks like a busy evening in production."""
+    rnd = random.Random(seed_value)
+    now = datetime.now(UTC)
+    live_a = "app-worker-1:4121:k3p9"
+    live_b = "app-worker-2:3377:x81c"
+    stale = "batch-7f9c:912:q0ze"
+    specs: list[JobSpec] = []
+    for i in range(420):
+        kind = rnd.choices(KINDS, weights=(5, 3, 1, 3, 2))[0]
+        age = timedelta(seconds=rnd.uniform(1, 400 if kind != "report.build" else 2400))
+        specs.append(
+            JobSpec(
+                kind=kind,
+                payload=_payload(kind, i, rnd),
+                run_at=now - age,
+                priority=rnd.choice([0, 0, 0, 10]),
+            )
+        )
+    for i in range(60):
+        kind = rnd.choice(KINDS)
+        specs.append(
+            JobSpec(
+                kind=kind,
+                payload=_payload(kind, 1000 + i, rnd),
+                delay=timedelta(minutes=rnd.randint(2, 90)),
+            )
+        )
+    rnd.shuffle(specs)  # ids mixed across states, as in a live queue
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        enqueue_many(conn, specs, schema=schema)
+        ids = [
+            r[0]
+            for r in conn.execute(_sql("SELECT id, kind FROM __schema__.jobs ORDER BY id", schema))
+        ]
+        kinds_by_id: dict[int, str] = dict(
+            conn.execute(_sql("SELECT id, kind FROM __schema__.jobs", schema)).fetchall()
+        )
+        picks = rnd.sample(ids, 90)
+        for job_id in picks[:12]:
+            conn.execute(
+                _sql(_SEED_RUNNING, schema),
+                {
+                    "id": job_id,
+                    "secs": rnd.uniform(0.5, 40),
+                    "worker": rnd.choice([live_a, live_b]),
+                },
+            )
+        for job_id in picks[12:40]:
+            kind = kinds_by_id[job_id]
+            attempts = rnd.randint(1, 3)
+            errors = [
+                _error(kind, a, now - timedelta(minutes=5 * a), live_a, rnd)[1]
+                for a in range(1, attempts + 1)
+            ]
+            conn.execute(
+                _sql(_SEED_RETRYING, schema),
+                {
+                    "id": job_id,
+                    "attempts": attempts,
+                    "error": errors[-1]["error"],
+                    "errors": Jsonb(errors),
+                    "delay": rnd.choice([-30, 60, 120, 240]),
+                },
+            )
+        for job_id in picks[40:90]:
+            conn.execute(_sql(_SEED_DONE, schema), {"id": job_id, "secs": rnd.uniform(1, 600)})
+        dead_mix = [
+            ("webhook.deliver", 34),
+            ("billing.charge", 11),
+            ("email.send", 7),
+            ("image.resize", 3),
+        ]
+        for kind, count in dead_mix:
+            for i in range(count):
+                created = now - timedelta(minutes=rnd.randint(70, 600))
+                errors = []
+                for attempt in range(1, 6):
+                    _, entry = _error(
+                        kind, attempt, created + timedelta(minutes=2**attempt), live_b, rnd
+                    )
+                    errors.append(entry)
+                conn.execute(
+                    _sql(_SEED_DEAD, schema),
+                    {
+                        "kind": kind,
+                        "payload": Jsonb(_payload(kind, 5000 + i, rnd)),
+                        "attempts": 5,
+                        "created": created,
+                        "error": errors[-1]["error"],
+                        "errors": Jsonb(errors),
+                        "reason": "failed" if i % 9 else "worker_lost",
+                        "died": created + timedelta(minutes=rnd.randint(20, 60)),
+                    },
+                )
+        # A dead letter whose payload tries to act on the terminal; the console shows it inert.
+        conn.execute(
+            _sql(_SEED_DEAD, schema),
+            {
+                "kind": "email.send",
+                "payload": Jsonb(
+                    {"to": "x@example.org", "subject": "\x1b]52;c;aGk=\x07[bold]hi[/]"}
+                ),
+                "attempts": 5,
+                "created": now - timedelta(hours=2),
+                "error": "ValueError: bad subject \x1b[31m[red]x",
+                "errors": Jsonb([]),
+                "reason": "failed",
+                "died": now - timedelta(hours=1),
+            },
+        )
+        for wid, kinds, hb, running, conc in (
+            (live_a, ["email.send", "webhook.deliver", "billing.charge"], 1.2, 7, 16),
+            (live_b, ["*"], 3.4, 5, 8),
+            (stale, ["report.build"], 312.0, 0, 2),
+        ):
+            host, pid, _ = wid.split(":")
+            conn.execute(
+                _sql(_SEED_WORKER, schema),
+                {
+                    "id": wid,
+                    "host": host,
+                    "pid": int(pid),
+                    "kinds": kinds,
+                    "conc": conc,
+                    "running": running,
+                    "started": now - timedelta(hours=rnd.randint(2, 30)),
+                    "hb": now - timedelta(seconds=hb),
+                },
+            )
+        conn.execute(_sql(_SEED_PAUSE, schema), {"kind": "image.resize"})
+        minute0 = now.replace(second=0, microsecond=0)
+        ready = 300.0
+        for m in range(60, -1, -1):
+            minute = minute0 - timedelta(minutes=m)
+            ready = max(40.0, ready + rnd.uniform(-25, 28) + (8 if 20 < m < 35 else 0))
+            conn.execute(
+                _sql(_SEED_SAMPLE, schema),
+                {
+                    "minute": minute,
+                    "ready": int(ready),
+                    "scheduled": 60,
+                    "running": 12,
+                    "retrying": 28,
+                    "dead": 55,
+                    "oldest": 120 + (60 - m) * 36 + rnd.uniform(0, 60),
+                },
+            )
+            for kind in KINDS:
+                base = {
+                    "email.send": 140,
+                    "image.resize": 0,
+                    "report.build": 4,
+                    "webhook.deliver": 90,
+                    "billing.charge": 35,
+                }[kind]
+                if base == 0 and m < 25:
+                    continue
+                done = max(0, int(base * rnd.uniform(0.7, 1.3) * (0.6 if 20 < m < 35 else 1)))
+                failed = int(
+                    done * {"webhook.deliver": 0.22, "billing.charge": 0.04}.get(kind, 0.005)
+                )
+                hist = [0] * (len(BUCKETS_MS) + 1)
+                total_ms = 0.0
+                for _ in range(min(done, 50)):
+                    ms = rnd.lognormvariate(4.5 if kind != "report.build" else 9.5, 0.8)
+                    hist[bucket_index(ms)] += max(1, done // 50)
+                    total_ms += ms * max(1, done // 50)
+                conn.execute(
+                    _sql(_SEED_STATS, schema),
+                    {
+                        "minute": minute,
+                        "kind": kind,
+                        "done": done,
+                        "failed": failed,
+                        "dead": 0,
+                        "sum": total_ms,
+                        "hist": hist,
+                    },
+                )
+        conn.execute(_sql("ANALYZE __schema__.jobs", schema))
+
+
+async def capture(dsn: str, outdir: Path, schema: str = "public") -> list[Path]:
+    """Drive the real app and save an SVG per tab and of the detail view."""
+    from jobtui.tui.app import JobtuiApp
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    app = JobtuiApp(dsn, schema, config=ConsoleConfig())
+    saved: list[Path] = []
+
+    async def settle(pilot: object) -> None:
+        for _ in range(50):
+            await pilot.pause(0.1)  # type: ignore[attr-defined]
+            if not app._polling and app.updated_at is not None:
+                break
+        await pilot.pause(0.3)  # type: ignore[attr-defined]
+
+    def save(name: str) -> None:
+        saved.append(Path(app.save_screenshot(f"{name}.svg", str(outdir))))
+
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        save("overview")
+        await pilot.press("2")
+        app.polls = 0
+        await settle(pilot)
+        save("jobs")
+        await pilot.press("3")
+        await settle(pilot)
+        await pilot.press("down")
+        await settle(pilot)
+        await pilot.press("tab", "space", "down", "space", "down")
+        await pilot.pause(0.3)
+        save("dead-letters")
+        await pilot.press("enter")
+        await pilot.pause(1.0)
+        save("detail")
+        await pilot.press("escape", "4")
+        await settle(pilot)
+        save("workers")
+        await pilot.press("question_mark")
+        await pilot.pause(0.5)
+        save("help")
+    return saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m jobtui.tui.screenshots OUTDIR", file=sys.stderr)
+        return 2
+    outdir = Path(args[0])
+    from jobtui.embedded import EmbeddedUnavailable, start_embedded
+    from jobtui.schema import migrate
+
+    with tempfile.TemporaryDirectory(prefix="jobtui-shots-") as tmp:
+        try:
+            server = start_embedded(Path(tmp) / "pg")
+        except EmbeddedUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        try:
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                migrate(conn, "public")
+            seed(server.dsn)
+            for path in asyncio.run(capture(server.dsn, outdir)):
+                print(path)
+        finally:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

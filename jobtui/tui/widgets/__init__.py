@@ -1,0 +1,1 @@
+"""Widgets of the console: keyed tables, tiles and one pane per tab."""

@@ -1,0 +1,293 @@
+"""Dead letters tab: groups by (kind, error signature) above the dead letters of the group.
+
+BINDINGS:
+    /          filter (kind:NAME error:TEXT sig:SIGNATURE free text)
+    tab        switch between the groups and the rows
+    enter      detail (rows) / focus the rows of the group (groups)
+    space      mark a row
+    u          clear marks
+    r          requeue: the group (groups), the marked rows or the cursor row, or all matching
+    d          delete, with the same choices (asks first, always)
+    e          export the marked or matching rows to a JSON-lines or CSV file in the current dir
+    ] / n      load the next page of rows
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+
+from jobtui import browse
+from jobtui.config import format_duration
+from jobtui.models import DeadFilter, DeadGroup, DeadLetterRow
+from jobtui.tui.connection import Link
+from jobtui.tui.filters import format_dead_filter, parse_dead_filter
+from jobtui.tui.inert import inert, one_line, payload_preview
+from jobtui.tui.palette import cell_styles
+from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.widgets.pane import InfoLine, Pane, load_pages
+
+ALL = "*"
+HINT = "kind:NAME  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
+
+
+def group_key(kind: str, signature: str) -> str:
+    return json.dumps([kind, signature])
+
+
+@dataclass
+class DeadData:
+    groups: list[DeadGroup]
+    rows: list[DeadLetterRow]
+    more: bool
+
+
+class DeadPane(Pane):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("r", "requeue", "Requeue", id="requeue"),
+        Binding("d", "delete", "Delete", id="delete"),
+        Binding("e", "export", "Export", id="export"),
+        Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
+        Binding("right_square_bracket,n", "next_page", "More", show=False, id="next_page"),
+    ]
+    main_table = "#dead-groups"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.flt = DeadFilter()
+        self.group: tuple[str, str] | None = None
+        self.groups: dict[str, DeadGroup] = {}
+        self.pages = 1
+        self.more = False
+
+    def compose(self) -> ComposeResult:
+        yield InfoLine(id="dead-info", classes="info")
+        yield KeyedTable(id="dead-groups")
+        yield KeyedTable(markable=True, id="dead-rows")
+
+    def on_mount(self) -> None:
+        self.query_one("#dead-groups", KeyedTable).setup_columns(
+            ("kind", "kind", 16),
+            ("count", "count", 7),
+            ("sig", "error signature", 60),
+            ("last", "last", 8),
+            ("first", "first", 8),
+        )
+        self.query_one("#dead-rows", KeyedTable).setup_columns(
+            ("id", "id", 9),
+            ("kind", "kind", 16),
+            ("reason", "reason", 11),
+            ("att", "att", 5),
+            ("died", "died ago", 8),
+            ("error", "error", 36),
+            ("payload", "payload", 40),
+        )
+        self.query_one("#dead-groups").border_title = "groups"
+        self.query_one("#dead-rows").border_title = "dead letters"
+        self._info()
+
+    def row_filter(self) -> DeadFilter:
+        """The filter of the rows list: the `/` filter narrowed to the selected group."""
+        if self.group is None:
+            return self.flt
+        kind, signature = self.group
+        return replace(self.flt, kind=kind, signature=signature)
+
+    async def load(self, link: Link) -> DeadData:
+        groups = await link.run(browse.dead_groups, self.flt)
+        size = self.console.config.page_size
+        flt = self.row_filter()
+        rows, before = await load_pages(
+            link, browse.list_dead, flt, pages=self.pages, size=size, searching=bool(flt.text)
+        )
+        return DeadData(groups, rows, before is not None)
+
+    def show(self, data: DeadData) -> None:
+        st = cell_styles(self.app)
+        now = datetime.now(UTC)
+
+        def ago(ts: datetime) -> Text:
+            return Text(format_duration((now - ts).total_seconds()))
+
+        self.groups = {group_key(g.kind, g.error_signature): g for g in data.groups}
+        total = sum(g.count for g in data.groups)
+        group_rows = [
+            (
+                ALL,
+                [
+                    Text("(all)", style="bold"),
+                    Text(f"{total:,}", style="bold"),
+                    Text(f"{len(data.groups)} groups", style=st.muted),
+                    Text(""),
+                    Text(""),
+                ],
+            )
+        ]
+        for g in data.groups:
+            group_rows.append(
+                (
+                    group_key(g.kind, g.error_signature),
+                    [
+                        inert(g.kind, style="bold"),
+                        Text(f"{g.count:,}", style=st.error),
+                        Text(one_line(g.error_signature, 200)),
+                        ago(g.last_seen),
+                        ago(g.first_seen),
+                    ],
+                )
+            )
+        self.query_one("#dead-groups", KeyedTable).sync(group_rows)
+        self.more = data.more
+        rows = []
+        for d in data.rows:
+            rows.append(
+                (
+                    str(d.id),
+                    [
+                        Text(str(d.id)),
+                        inert(d.kind, style="bold"),
+                        Text(d.reason, style=st.warning),
+                        Text(f"{d.attempts}/{d.max_attempts}"),
+                        ago(d.died_at),
+                        Text(one_line(d.last_error or "", 160), style=st.danger),
+                        Text(payload_preview(d.payload), style=st.muted),
+                    ],
+                )
+            )
+        self.query_one("#dead-rows", KeyedTable).sync(rows)
+        self._info()
+
+    def _info(self) -> None:
+        rows = self.query_one("#dead-rows", KeyedTable)
+        parts: list[Text | str] = [
+            Text("filter ", style="dim"),
+            inert(format_dead_filter(self.flt) or "none (all dead letters)", style="bold"),
+        ]
+        if self.group is not None:
+            parts += [Text("  group ", style="dim"), inert(self.group[0], style="bold")]
+        parts.append(Text(f"   {len(rows.keys):,} rows shown", style="dim"))
+        if self.more:
+            more = "search older rows" if self.flt.text else "more"
+            parts.append(Text(f"  · ] {more}", style="dim"))
+        if rows.marked:
+            parts.append(Text(f"   {len(rows.marked)} marked", style="bold"))
+        self.query_one("#dead-info", InfoLine).set(*parts)
+
+    # --- selection -----------------------------------------------------------------------
+
+    def _focused_table(self) -> str:
+        focused = self.app.focused
+        return focused.id if focused is not None and focused.id else "dead-groups"
+
+    def current_group(self) -> DeadGroup | None:
+        key = self.query_one("#dead-groups", KeyedTable).current_key
+        return self.groups.get(key) if key and key != ALL else None
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "dead-groups":
+            key = event.row_key.value
+            group = self.groups.get(key) if key and key != ALL else None
+            new = (group.kind, group.error_signature) if group else None
+            if new != self.group:
+                self.group = new
+                self.pages = 1
+                self.query_one("#dead-rows", KeyedTable).clear_marks()
+                self._info()
+                self.console.refresh_now()
+        elif event.data_table.id == "dead-rows":
+            table = self.query_one("#dead-rows", KeyedTable)
+            if self.more and event.cursor_row >= table.row_count - 1:
+                self.action_next_page()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.data_table.id == "dead-groups":
+            self.query_one("#dead-rows").focus()
+        elif event.row_key.value is not None:
+            self.console.open_detail("dead", int(event.row_key.value))
+
+    def on_keyed_table_marks_changed(self, event: KeyedTable.MarksChanged) -> None:
+        self._info()
+
+    # --- actions -------------------------------------------------------------------------
+
+    def set_filter(self, flt: DeadFilter) -> None:
+        self.flt = flt
+        self.pages = 1
+        self.query_one("#dead-rows", KeyedTable).clear_marks()
+        self._info()
+        self.console.refresh_now()
+
+    def action_filter(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.set_filter(parse_dead_filter(text))
+
+        self.app.push_screen(
+            FilterScreen(
+                "filter dead letters", format_dead_filter(self.flt), HINT, parse_dead_filter
+            ),
+            done,
+        )
+
+    def _target(self) -> tuple[list[int], DeadFilter, str | None]:
+        """(ids, matching filter, group label): what an action under the cursor applies to."""
+        if self._focused_table() == "dead-rows":
+            table = self.query_one("#dead-rows", KeyedTable)
+            return [int(k) for k in table.selection()], self.row_filter(), None
+        group = self.current_group()
+        if group is None:
+            return [], self.flt, None
+        flt = replace(self.flt, kind=group.kind, signature=group.error_signature)
+        return [], flt, f"{group.kind}: {group.error_signature}"
+
+    def action_requeue(self) -> None:
+        ids, flt, label = self._target()
+        self.console.ask_requeue(ids, flt, group=label)
+
+    def action_delete(self) -> None:
+        ids, flt, label = self._target()
+        self.console.ask_delete(ids, flt, group=label)
+
+    def action_export(self) -> None:
+        ids, flt, label = self._target()
+        self.console.ask_export(ids, flt, group=label)
+
+    def action_clear_marks(self) -> None:
+        self.query_one("#dead-rows", KeyedTable).clear_marks()
+
+    def action_next_page(self) -> None:
+        if self.more:
+            self.pages += 1
+            self.console.refresh_now()
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        out = [("Filter dead letters…", "kind, error, signature, text", "filter")]
+        ids, _, label = self._target()
+        if self.console.read_only:
+            what = f"{len(ids)} selected" if ids else "matching"
+            return [*out, (f"Export {what} dead letters…", "JSON lines or CSV", "export")]
+        if ids:
+            what = f"{len(ids)} marked" if len(ids) > 1 else f"#{ids[0]}"
+            out += [
+                (f"Requeue dead letter {what}…", "or all matching", "requeue"),
+                (f"Delete dead letter {what}…", "asks first", "delete"),
+                (f"Export dead letter {what}…", "JSON lines or CSV", "export"),
+            ]
+        else:
+            what = f"group {label}" if label else "all matching dead letters"
+            out += [
+                (f"Requeue {what}…", "asks first, names the count", "requeue"),
+                (f"Delete {what}…", "asks first, names the count", "delete"),
+                (f"Export {what}…", "JSON lines or CSV", "export"),
+            ]
+        return out

@@ -1,0 +1,230 @@
+"""Jobs tab: a filtered, keyset-paged browser of the `jobs` table, newest first.
+
+BINDINGS:
+    /          filter (state:ready,running kind:email free text)
+    enter      detail
+    space      mark
+    u          clear marks
+    c          cancel the marked jobs or the one under the cursor (asks first)
+    r          run now (makes scheduled/retrying jobs ready at once)
+    ] / n      load the next page (also when the cursor reaches the last row)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+
+from jobtui import browse
+from jobtui.config import format_duration
+from jobtui.models import JobFilter, JobRow
+from jobtui.tui.connection import Link
+from jobtui.tui.filters import format_job_filter, parse_job_filter
+from jobtui.tui.inert import inert, one_line, payload_preview
+from jobtui.tui.palette import cell_styles
+from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.widgets.pane import InfoLine, Pane, load_pages
+
+COUNT_EVERY_S = 30.0
+HINT = (
+    "state:ready,scheduled,retrying,running,succeeded,cancelled  kind:NAME  "
+    "free text (id, payload, error)"
+)
+
+
+@dataclass
+class JobsData:
+    rows: list[JobRow]
+    more: bool
+    total: int | None
+
+
+class JobsPane(Pane):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "filter", "Filter", id="filter"),
+        Binding("c", "cancel", "Cancel", id="cancel"),
+        Binding("r", "run_now", "Run now", id="run_now"),
+        Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
+        Binding("right_square_bracket,n", "next_page", "More", id="next_page"),
+    ]
+    main_table = "#jobs-table"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.flt = JobFilter()
+        self.pages = 1
+        self.more = False
+        self.total: int | None = None
+        self._counted_at = 0.0
+        self._count_for: JobFilter | None = None
+
+    def compose(self) -> ComposeResult:
+        yield InfoLine(id="jobs-info", classes="info")
+        yield KeyedTable(markable=True, id="jobs-table")
+
+    def on_mount(self) -> None:
+        self.query_one("#jobs-table", KeyedTable).setup_columns(
+            ("id", "id", 9),
+            ("kind", "kind", 16),
+            ("state", "state", 10),
+            ("att", "att", 5),
+            ("when", "when", 10),
+            ("error", "last error", 30),
+            ("payload", "payload", 40),
+            ("worker", "worker", 22),
+        )
+        self._info()
+
+    async def load(self, link: Link) -> JobsData:
+        size = self.console.config.page_size
+        rows, before = await load_pages(
+            link,
+            browse.list_jobs,
+            self.flt,
+            pages=self.pages,
+            size=size,
+            searching=bool(self.flt.text),
+        )
+        more = before is not None
+        total = self.total
+        now = time.monotonic()
+        if self.flt.text:
+            total = None  # counting a text search means scanning every row; not per refresh
+        elif self._count_for != self.flt or now - self._counted_at > COUNT_EVERY_S:
+            total = await link.run(browse.count_jobs, self.flt)
+            self._counted_at, self._count_for = now, self.flt
+        return JobsData(rows, more, total)
+
+    def show(self, data: JobsData) -> None:
+        self.more = data.more
+        self.total = data.total
+        st = cell_styles(self.app)
+        now = datetime.now(UTC)
+        rows = []
+        for job in data.rows:
+            state_style = {
+                "running": st.accent,
+                "retrying": st.warning,
+                "cancelled": st.muted,
+                "succeeded": st.success,
+            }.get(job.state, "")
+            if job.state == "running" and job.locked_at is not None:
+                when = format_duration((now - job.locked_at).total_seconds())
+            elif job.state in ("scheduled", "retrying") and job.run_at > now:
+                when = "in " + format_duration((job.run_at - now).total_seconds())
+            elif job.finished_at is not None:
+                when = format_duration((now - job.finished_at).total_seconds()) + " ago"
+            else:
+                when = format_duration((now - job.run_at).total_seconds())
+            state = "cancelling" if job.cancel_requested and job.state == "running" else job.state
+            rows.append(
+                (
+                    str(job.id),
+                    [
+                        Text(str(job.id)),
+                        inert(job.kind, style="bold"),
+                        Text(state, style=state_style),
+                        Text(f"{job.attempts}/{job.max_attempts}"),
+                        Text(when),
+                        Text(
+                            one_line(job.last_error or "", 120),
+                            style=st.danger if job.last_error else "",
+                        ),
+                        Text(payload_preview(job.payload), style=st.muted),
+                        inert(job.locked_by or "", style=st.muted),
+                    ],
+                )
+            )
+        self.query_one("#jobs-table", KeyedTable).sync(rows)
+        self._info()
+
+    def _info(self) -> None:
+        table = self.query_one("#jobs-table", KeyedTable)
+        shown = len(table.keys)
+        text = format_job_filter(self.flt)
+        of = "" if self.total is None else f" of {self.total:,}"
+        parts: list[Text | str] = [
+            Text("filter ", style="dim"),
+            inert(text or "none (all jobs)", style="bold"),
+            Text(f"   {shown:,} shown{of}", style="dim"),
+        ]
+        if self.more:
+            more = "search older rows" if self.flt.text else "more"
+            parts.append(Text(f"  · ] {more}", style="dim"))
+        if table.marked:
+            parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
+        self.query_one("#jobs-info", InfoLine).set(*parts)
+
+    # --- actions -------------------------------------------------------------------------
+
+    def set_filter(self, flt: JobFilter) -> None:
+        self.flt = flt
+        self.pages = 1
+        table = self.query_one("#jobs-table", KeyedTable)
+        table.clear_marks()
+        table.move_cursor(row=0)
+        self._info()
+        self.console.refresh_now()
+
+    def action_filter(self) -> None:
+        def done(text: str | None) -> None:
+            if text is not None:
+                self.set_filter(parse_job_filter(text))
+
+        self.app.push_screen(
+            FilterScreen("filter jobs", format_job_filter(self.flt), HINT, parse_job_filter), done
+        )
+
+    def _selected_ids(self) -> list[int]:
+        return [int(k) for k in self.query_one("#jobs-table", KeyedTable).selection()]
+
+    def action_cancel(self) -> None:
+        ids = self._selected_ids()
+        if ids:
+            self.console.ask_cancel_jobs(ids, self.flt)
+
+    def action_run_now(self) -> None:
+        ids = self._selected_ids()
+        if ids:
+            self.console.ask_run_now(ids, self.flt)
+
+    def action_clear_marks(self) -> None:
+        self.query_one("#jobs-table", KeyedTable).clear_marks()
+
+    def action_next_page(self) -> None:
+        if self.more:
+            self.pages += 1
+            self.console.refresh_now()
+
+    def on_keyed_table_marks_changed(self, event: KeyedTable.MarksChanged) -> None:
+        self._info()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        table = self.query_one("#jobs-table", KeyedTable)
+        if self.more and event.cursor_row >= table.row_count - 1:
+            self.action_next_page()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.console.open_detail("job", int(event.row_key.value))
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        table = self.query_one("#jobs-table", KeyedTable)
+        ids = table.selection()
+        out = [("Filter jobs…", "state, kind, text", "filter")]
+        if ids and not self.console.read_only:
+            what = f"{len(ids)} marked jobs" if table.marked else f"job #{ids[0]}"
+            out.append((f"Cancel {what}", "asks first", "cancel"))
+            out.append((f"Run now {what}", "asks first", "run_now"))
+        if self.more:
+            out.append(("Load next page", "keyset paging", "next_page"))
+        return out

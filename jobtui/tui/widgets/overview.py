@@ -1,0 +1,200 @@
+"""Overview tab: headline tiles, hour-long sparklines, and the per-kind table.
+
+BINDINGS:
+    P        pause or resume the kind under the cursor
+    enter    show that kind's jobs
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+from textual.widgets import DataTable
+
+from jobtui import metrics
+from jobtui.config import format_duration
+from jobtui.models import KindFigures, Snapshot
+from jobtui.tui.connection import Link
+from jobtui.tui.inert import inert
+from jobtui.tui.palette import cell_styles, level_of
+from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.widgets.pane import Pane
+from jobtui.tui.widgets.tiles import Spark, Tile
+
+FAILING_RATE = 0.10
+
+
+def compact(n: float) -> str:
+    """12, 1.2k, 3.4M: numbers that fit a narrow tile."""
+    if n < 1000:
+        return f"{n:.0f}" if float(n).is_integer() else f"{n:.1f}"
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
+
+
+class OverviewPane(Pane):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("P", "toggle_pause_kind", "Pause/resume kind", id="pause_kind"),
+    ]
+    main_table = "#kinds"
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="tiles"):
+            yield Tile("ready", id="t-ready")
+            yield Tile("sched", id="t-scheduled")
+            yield Tile("running", id="t-running")
+            yield Tile("retry", id="t-retrying")
+            yield Tile("dead", id="t-dead")
+            yield Tile("oldest", id="t-oldest")
+            yield Tile("done/m", id="t-done")
+            yield Tile("fail", id="t-fail")
+        with Horizontal(id="sparks"):
+            yield Spark("depth", id="s-depth")
+            yield Spark("oldest age", id="s-oldest")
+            yield Spark("done/min", id="s-done")
+        yield KeyedTable(id="kinds")
+
+    def on_mount(self) -> None:
+        self.query_one("#kinds", KeyedTable).setup_columns(
+            ("kind", "kind", 16),
+            ("status", "status", 16),
+            ("ready", "ready", 6),
+            ("running", "run", 4),
+            ("retrying", "retry", 5),
+            ("dead", "dead", 5),
+            ("oldest", "oldest", 7),
+            ("fail", "fail%", 5),
+            ("done", "done/m", 6),
+            ("p50", "p50", 6),
+            ("p95", "p95", 6),
+        )
+        self.snapshot: Snapshot | None = None
+
+    async def load(self, link: Link) -> Snapshot:
+        cfg = self.console.config
+        return await link.run(metrics.snapshot, heartbeat_timeout=cfg.heartbeat_timeout_s)
+
+    def _trouble(self, k: KindFigures) -> int:
+        cfg = self.console.config
+        level = level_of(k.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
+        score = {"ok": 0, "warn": 2, "crit": 4}[level]
+        if k.failure_rate >= FAILING_RATE:
+            score += 4
+        if not k.handled and (k.ready or k.retrying or k.scheduled):
+            score += 3
+        if k.paused:
+            score += 1
+        if k.dead:
+            score += 1
+        return score
+
+    def show(self, snap: Snapshot) -> None:
+        self.snapshot = snap
+        cfg = self.console.config
+        t = snap.totals
+        for tile_id, value in (
+            ("#t-ready", t.ready),
+            ("#t-scheduled", t.scheduled),
+            ("#t-running", t.running),
+            ("#t-retrying", t.retrying),
+        ):
+            self.query_one(tile_id, Tile).set(compact(value))
+        self.query_one("#t-dead", Tile).set(compact(t.dead), "crit" if t.dead else None)
+        level = level_of(snap.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
+        note = {"ok": "", "warn": "!", "crit": "!!"}[level]
+        self.query_one("#t-oldest", Tile).set(format_duration(snap.oldest_ready_age_s), level, note)
+        self.query_one("#t-done", Tile).set(compact(round(snap.done_per_min, 1)))
+        fail_level = "crit" if snap.failure_rate >= FAILING_RATE else None
+        self.query_one("#t-fail", Tile).set(f"{snap.failure_rate * 100:.1f}%", fail_level)
+
+        history = snap.history
+        depth = [float(p.ready or 0) for p in history]
+        oldest = [float(p.oldest_ready_age_s or 0) for p in history]
+        done = [float(p.done) for p in history]
+        self.query_one("#s-depth", Spark).set(
+            depth, compact(t.ready), compact(max(depth, default=0))
+        )
+        self.query_one("#s-oldest", Spark).set(
+            oldest,
+            format_duration(snap.oldest_ready_age_s),
+            format_duration(max(oldest, default=0)),
+        )
+        self.query_one("#s-done", Spark).set(
+            done, f"{compact(round(snap.done_per_min, 1))}/m", compact(max(done, default=0))
+        )
+
+        st = cell_styles(self.app)
+        kinds = sorted(
+            snap.kinds, key=lambda k: (-self._trouble(k), -(k.oldest_ready_age_s or 0), k.kind)
+        )
+        rows = []
+        for k in kinds:
+            failing = k.failure_rate >= FAILING_RATE
+            age_level = level_of(k.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
+            row_style = st.error if failing else ""
+            notes = []
+            if failing:
+                notes.append("FAIL")
+            if k.paused:
+                notes.append("PAUSED")
+            if not k.handled:
+                notes.append("NO WORKER")
+            status_style = (
+                st.error if failing else (st.warning if (k.paused or not k.handled) else st.muted)
+            )
+            age_style = {"ok": row_style, "warn": st.warning, "crit": st.error}[age_level]
+            name = inert(k.kind, style=row_style or "bold")
+            rows.append(
+                (
+                    k.kind,
+                    [
+                        name,
+                        Text(",".join(notes) or "ok", style=status_style),
+                        Text(compact(k.ready), style=row_style),
+                        Text(compact(k.running), style=row_style),
+                        Text(compact(k.retrying), style=row_style),
+                        Text(compact(k.dead), style=st.error if k.dead else row_style),
+                        Text(format_duration(k.oldest_ready_age_s), style=age_style),
+                        Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
+                        Text(compact(round(k.done_per_min, 1)), style=row_style),
+                        Text(_ms(k.p50_ms), style=row_style),
+                        Text(_ms(k.p95_ms), style=row_style),
+                    ],
+                )
+            )
+        self.query_one("#kinds", KeyedTable).sync(rows)
+
+    def current_kind(self) -> str | None:
+        return self.query_one("#kinds", KeyedTable).current_key
+
+    def is_paused(self, kind: str) -> bool:
+        return self.snapshot is not None and kind in self.snapshot.paused
+
+    def action_toggle_pause_kind(self) -> None:
+        kind = self.current_kind()
+        if kind is not None:
+            self.console.toggle_pause(kind, self.is_paused(kind))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value is not None:
+            self.console.show_jobs_of_kind(str(event.row_key.value))
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        kind = self.current_kind()
+        if kind is None or self.console.read_only:
+            return []
+        verb = "Resume" if self.is_paused(kind) else "Pause"
+        return [(f"{verb} kind {kind}", "workers stop/start claiming it", "toggle_pause_kind")]

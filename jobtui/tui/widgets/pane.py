@@ -1,0 +1,84 @@
+"""The contract between the app's refresh loop and each tab.
+
+The loop calls `load(link)` (database only, no widgets) and then `show(data)` (widgets only),
+so rendering never waits on the database and the next poll starts only after `show`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from jobtui.models import Page
+from jobtui.tui.connection import Link
+
+if TYPE_CHECKING:
+    from jobtui.tui.app import JobtuiApp
+
+WRITE_ACTIONS = frozenset({"requeue", "delete", "cancel", "run_now", "toggle_pause_kind"})
+
+
+class Pane(Vertical):
+    """One tab's content. Subclasses set `main_table` (the widget focused on entry)."""
+
+    main_table = ""
+
+    @property
+    def console(self) -> JobtuiApp:
+        return self.app  # type: ignore[return-value]
+
+    async def load(self, link: Link) -> Any:
+        raise NotImplementedError
+
+    def show(self, data: Any) -> None:
+        raise NotImplementedError
+
+    def focus_main(self) -> None:
+        if self.main_table:
+            self.query_one(self.main_table).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action in WRITE_ACTIONS and self.console.read_only)
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action) the command palette offers for the current selection."""
+        return []
+
+
+# A text search scans a bounded range of ids per call (browse.SEARCH_SCOPE) and may return a
+# short page that still continues; each page the operator asks for may take this many calls.
+SEARCH_CALLS_PER_PAGE = 5
+
+
+async def load_pages(
+    link: Link,
+    fn: Callable[..., Awaitable[Page[Any]]],
+    flt: Any,
+    *,
+    pages: int,
+    size: int,
+    searching: bool,
+) -> tuple[list[Any], int | None]:
+    """Rows of the first `pages` keyset pages (newest first) and where the next would start."""
+    rows: list[Any] = []
+    before: int | None = None
+    calls = 0
+    max_calls = pages * (SEARCH_CALLS_PER_PAGE if searching else 1)
+    while True:
+        page = await link.run(fn, flt, before=before, limit=size)
+        rows.extend(page.rows)
+        before = page.next_before
+        calls += 1
+        if before is None or len(rows) >= pages * size or calls >= max_calls:
+            return rows, before
+
+
+class InfoLine(Static):
+    """A one-line strip above a table: the filter in force and what is shown."""
+
+    def set(self, *parts: Text | str) -> None:
+        self.update(Text.assemble(*parts))

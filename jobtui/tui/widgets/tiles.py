@@ -1,0 +1,54 @@
+"""Small display widgets for the Overview: number tiles and labelled sparklines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Sparkline, Static
+
+LEVELS = ("-ok", "-warn", "-crit")
+
+
+class Tile(Static):
+    """One headline figure under its label; `level` colours it via CSS classes.
+
+    Two lines and no border so eight tiles fit in 80 columns. A `note` (such as `!` for warn
+    and `!!` for crit) follows the value, so the level reads without colour (NO_COLOR).
+    """
+
+    def __init__(self, label: str, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="tile")
+        self.label = label
+        self.note = ""
+        self._show("–")
+
+    def _show(self, value: str) -> None:
+        self.update(Text.assemble((self.label, "dim"), "\n", (value, "bold")))
+
+    def set(self, value: str, level: str | None = None, note: str = "") -> None:
+        """Show `value`; `level` is one of ok, warn, crit (or None for a plain tile)."""
+        for name in LEVELS:
+            self.set_class(level is not None and name == f"-{level}", name)
+        self.note = note
+        self._show(value + note)
+
+
+class Spark(Vertical):
+    """A sparkline with its title and current value in the border."""
+
+    def __init__(self, label: str, *, id: str | None = None) -> None:
+        super().__init__(id=id, classes="spark")
+        self.border_title = label
+        self._label = label
+
+    def compose(self) -> ComposeResult:
+        yield Sparkline([], summary_function=max)
+
+    def set(self, values: Sequence[float], current: str, peak: str) -> None:
+        """`current` goes in the title (it matters most), the peak of the hour below."""
+        self.query_one(Sparkline).data = list(values) if values else [0.0]
+        self.border_title = f"{self._label} {current}"
+        self.border_subtitle = f"max {peak}"

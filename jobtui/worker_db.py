@@ -1,0 +1,178 @@
+"""The worker's statements with their parameters built: one method per thing it writes or asks.
+
+No worker state lives here (only its id, schema and settings), so the loops in worker.py read
+as what they decide, and every statement's parameters are visible in one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from jobtui.sql import notify_channel, queries
+from jobtui.worker_link import Link
+from jobtui.worker_outcomes import Outcomes
+from jobtui.worker_stats import Cell, as_rows
+
+PRUNE_BATCH = 1000  # the LIMIT in worker_prune
+PRUNE_BATCHES_PER_ROUND = 50
+
+
+def int_array(values: list[int]) -> str:
+    """An int array as a PostgreSQL literal: much cheaper to send than a list of ints, which
+    psycopg dumps element by element (the statements cast it with `::bigint[]`)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _pairs(pairs: list[tuple[int, int]]) -> dict[str, str]:
+    return {"ids": int_array([p[0] for p in pairs]), "attempts": int_array([p[1] for p in pairs])}
+
+
+class WorkerDB:
+    """Statements of one worker (`worker_id`) in one schema."""
+
+    def __init__(self, schema: str, worker_id: str) -> None:
+        self.q = queries(schema)
+        self.worker_id = worker_id
+        self.channel = notify_channel(schema)
+
+    # ---- claim
+
+    async def claim(self, link: Link, kinds: list[str], limit: int) -> list[tuple[Any, ...]]:
+        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours."""
+        return await link.fetch(
+            self.q.worker_claim, {"kinds": kinds, "worker": self.worker_id, "limit": limit}
+        )
+
+    async def release_orphans(self, link: Link, known: list[int]) -> list[int]:
+        """Release rows locked by this worker that it does not know about; their ids."""
+        rows = await link.fetch(
+            self.q.worker_release_orphans, {"worker": self.worker_id, "known": int_array(known)}
+        )
+        return [r[0] for r in rows]
+
+    # ---- outcomes
+
+    async def write_outcomes(self, link: Link, batch: Outcomes) -> list[tuple[str, list[int]]]:
+        """Write `batch` group by group, emptying each group once written.
+
+        Returns, per group written, the ids the database refused (no longer held by this
+        worker). On error the groups not yet written are still in `batch`.
+        """
+        me = {"worker": self.worker_id}
+        refused: list[tuple[str, list[int]]] = []
+        if batch.done:
+            rows = await link.fetch(self.q.worker_complete, {**me, **_pairs(batch.done)})
+            refused.append(("done", _refused(batch.done, rows)))
+            batch.done = []
+        if batch.retry:
+            r = batch.retry
+            rows = await link.fetch(
+                self.q.worker_retry,
+                {
+                    **me,
+                    "ids": int_array([i[0] for i in r]),
+                    "attempts": int_array([i[1] for i in r]),
+                    "delays": [i[2] for i in r],
+                    "errors": [i[3] for i in r],
+                    "tbs": [i[4] for i in r],
+                    "max_attempts": [i[5] for i in r],
+                },
+            )
+            refused.append(("retry", _refused(r, rows)))
+            batch.retry = []
+        if batch.bury:
+            b = batch.bury
+            rows = await link.fetch(
+                self.q.worker_bury,
+                {
+                    **me,
+                    "ids": int_array([i[0] for i in b]),
+                    "attempts": int_array([i[1] for i in b]),
+                    "errors": [i[2] for i in b],
+                    "tbs": [i[3] for i in b],
+                    "max_attempts": [i[4] for i in b],
+                },
+            )
+            refused.append(("dead", _refused(b, rows)))
+            batch.bury = []
+        if batch.cancelled:
+            rows = await link.fetch(self.q.worker_cancelled, {**me, **_pairs(batch.cancelled)})
+            refused.append(("cancelled", _refused(batch.cancelled, rows)))
+            batch.cancelled = []
+        if batch.released:
+            rows = await link.fetch(
+                self.q.worker_release,
+                {**me, **_pairs(batch.released), "channel": self.channel},
+            )
+            refused.append(("released", _refused(batch.released, rows)))
+            batch.released = []
+        return refused
+
+    async def write_stats(self, link: Link, cells: dict[tuple[int, str], Cell]) -> None:
+        await link.fetch(self.q.worker_stats_flush, {"rows": Jsonb(as_rows(cells))})
+
+    # ---- maintenance
+
+    async def heartbeat(self, link: Link, params: dict[str, Any]) -> None:
+        await link.fetch(self.q.worker_heartbeat, {**params, "worker": self.worker_id})
+
+    async def unregister(self, link: Link) -> None:
+        await link.fetch(self.q.worker_unregister, {"worker": self.worker_id})
+
+    async def my_jobs(self, link: Link) -> dict[int, tuple[int, bool]]:
+        """Jobs the database says this worker holds: id -> (attempts, cancel_requested)."""
+        rows = await link.fetch(self.q.worker_my_jobs, {"worker": self.worker_id})
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    async def rescue(
+        self, link: Link, heartbeat_timeout: float, lock_timeout: float
+    ) -> list[tuple[str, int, str]]:
+        """Rescue jobs of dead workers and stale article-style locks: (fate, id, kind) rows."""
+        rows = await link.fetch(
+            self.q.worker_rescue,
+            {
+                "worker": self.worker_id,
+                "heartbeat_timeout": heartbeat_timeout,
+                "lock_timeout": lock_timeout,
+                "lost_msg": (
+                    "WorkerLost: the worker running this attempt stopped heartbeating "
+                    f"for over {heartbeat_timeout:g}s"
+                ),
+                "lock_msg": (
+                    f"WorkerLost: locked without a worker heartbeat for over {lock_timeout:g}s"
+                ),
+            },
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    async def bury_exhausted(self, link: Link, kinds: list[str]) -> list[tuple[str, int, str]]:
+        rows = await link.fetch(self.q.worker_bury_exhausted, {"kinds": kinds})
+        return [("dead", r[0], r[1]) for r in rows]
+
+    async def forget_stale_workers(self, link: Link) -> None:
+        await link.fetch(self.q.worker_forget_stale_workers, {"worker": self.worker_id})
+
+    async def prune(self, link: Link, retention_s: float) -> int:
+        """Delete finished jobs older than the retention, batch by batch; how many."""
+        total = 0
+        for _ in range(PRUNE_BATCHES_PER_ROUND):
+            rows = await link.fetch(self.q.worker_prune, {"retention": retention_s})
+            n = int(rows[0][0]) if rows else 0
+            total += n
+            if n < PRUNE_BATCH:
+                break
+            await asyncio.sleep(0)  # let the other loops in between batches
+        return total
+
+    async def queue_sample(self, link: Link) -> None:
+        await link.fetch(self.q.worker_queue_sample)
+
+
+def _refused(sent: list[Any], rows: list[tuple[Any, ...]]) -> list[int]:
+    if len(rows) == len(sent):
+        return []
+    got = {r[0] for r in rows}
+    return [item[0] for item in sent if item[0] not in got]

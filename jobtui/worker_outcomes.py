@@ -1,0 +1,82 @@
+"""How finished attempts wait for the flusher: buffered outcomes, written one statement per group.
+
+The flusher takes everything buffered so far (group commit); a failed write puts it back to
+be retried, which is safe because every statement re-checks the attempt it ends.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+
+MAX_TRACEBACK_CHARS = 20_000
+MAX_ERROR_CHARS = 2_000
+
+
+def _clean(text: str, limit: int) -> str:
+    # jsonb cannot hold NUL; keep the tail of a long traceback (where the error is).
+    text = text.replace("\x00", "\\0")
+    if len(text) > limit:
+        text = "…" + text[-(limit - 1) :]
+    return text
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`ExcType: message` (just `ExcType` when the message is empty)."""
+    message = str(exc)
+    name = type(exc).__name__
+    text = f"{name}: {message}" if message else name
+    return _clean(text, MAX_ERROR_CHARS)
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The traceback as Python prints it, without local variables."""
+    return _clean("".join(traceback.format_exception(exc)), MAX_TRACEBACK_CHARS)
+
+
+@dataclass
+class Outcomes:
+    """Attempts that ended and are not written yet, by what must be written."""
+
+    done: list[tuple[int, int]] = field(default_factory=list)  # (id, attempt)
+    cancelled: list[tuple[int, int]] = field(default_factory=list)
+    released: list[tuple[int, int]] = field(default_factory=list)
+    # (id, attempt, delay_s, error, traceback, handler max_attempts or None)
+    retry: list[tuple[int, int, float, str, str | None, int | None]] = field(default_factory=list)
+    # (id, attempt, error, traceback, handler max_attempts or None)
+    bury: list[tuple[int, int, str, str | None, int | None]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.done or self.cancelled or self.released or self.retry or self.bury)
+
+    def __len__(self) -> int:
+        return (
+            len(self.done)
+            + len(self.cancelled)
+            + len(self.released)
+            + len(self.retry)
+            + len(self.bury)
+        )
+
+    def take(self) -> Outcomes:
+        """Everything buffered so far; this buffer starts empty again."""
+        taken = Outcomes(self.done, self.cancelled, self.released, self.retry, self.bury)
+        self.done, self.cancelled, self.released, self.retry, self.bury = [], [], [], [], []
+        return taken
+
+    def put_back(self, other: Outcomes) -> None:
+        """Return outcomes whose write failed; they go first next time."""
+        self.done[:0] = other.done
+        self.cancelled[:0] = other.cancelled
+        self.released[:0] = other.released
+        self.retry[:0] = other.retry
+        self.bury[:0] = other.bury
+
+    def ids(self) -> list[int]:
+        return (
+            [i for i, _ in self.done]
+            + [i for i, _ in self.cancelled]
+            + [i for i, _ in self.released]
+            + [r[0] for r in self.retry]
+            + [b[0] for b in self.bury]
+        )

@@ -1,0 +1,1 @@
+"""Handler modules and helpers for the worker tests (also started in subprocesses)."""

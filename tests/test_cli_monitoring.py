@@ -1,0 +1,159 @@
+"""`jobtui stats` (text, JSON, Prometheus) and `jobtui check` (Nagios exit codes)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+from test_cli_support import assert_ok, run_cli
+
+# The Prometheus text exposition format, strictly: comments are HELP/TYPE, samples are
+# name{label="value",…} value, every sample belongs to the family declared just before it.
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+_HELP = re.compile(rf"^# HELP ({_NAME}) (.+)$")
+_TYPE = re.compile(rf"^# TYPE ({_NAME}) (counter|gauge|histogram|summary|untyped)$")
+_LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*"'
+_SAMPLE = re.compile(
+    rf"^({_NAME})(?:\{{({_LABEL}(?:,{_LABEL})*)?\}})? "
+    r"([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|NaN|[+-]Inf))(?: -?\d+)?$"
+)
+
+
+def parse_prometheus(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Validate `text` and return {(name, labels): value}; raises AssertionError when invalid."""
+    assert text.endswith("\n"), "exposition must end with a newline"
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    family: str | None = None
+    typed: set[str] = set()
+    for n, line in enumerate(text.splitlines(), 1):
+        if m := _HELP.match(line):
+            family = m.group(1)
+            continue
+        if m := _TYPE.match(line):
+            assert m.group(1) == family, f"line {n}: TYPE for another family"
+            assert family not in typed, f"line {n}: family {family} declared twice"
+            typed.add(family)
+            continue
+        assert not line.startswith("#"), f"line {n}: stray comment {line!r}"
+        m = _SAMPLE.match(line)
+        assert m, f"line {n}: not a sample: {line!r}"
+        assert m.group(1) == family, f"line {n}: sample outside its family"
+        labels = tuple(
+            re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or "")
+        )
+        key = (m.group(1), labels)
+        assert key not in samples, f"line {n}: duplicate sample"
+        samples[key] = float(m.group(3))
+    return samples
+
+
+def _fill(conn: psycopg.Connection) -> None:
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at) SELECT 'send_email', '{}', "
+        "now() - interval '20 minutes' FROM generate_series(1, 5)"
+    )
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at)"
+        " VALUES ('report \"q\"', '{}', now() + interval '1 hour')"
+    )
+    conn.execute(
+        """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at, run_at,
+                                     last_error, errors, reason)
+           SELECT nextval('jobs_id_seq'), 'export_crm', %s, 3, 3, now(), now(), 'E: x', '[]',
+                  'failed'
+           FROM generate_series(1, 3)""",
+        (Jsonb({}),),
+    )
+
+
+def test_stats_text_json_and_prometheus(dsn: str, conn: psycopg.Connection, tmp_path: Path) -> None:
+    _fill(conn)
+    out = assert_ok(run_cli("stats", dsn=dsn))
+    assert out.startswith("ready 5  scheduled 1")
+    data = json.loads(assert_ok(run_cli("stats", "--json", dsn=dsn)))
+    assert {
+        "taken_at",
+        "totals",
+        "oldest_ready_age_s",
+        "done_per_min",
+        "failure_rate",
+        "kinds",
+        "history",
+        "workers",
+        "paused",
+    } <= set(data)
+    assert data["totals"]["ready"] == 5 and data["totals"]["dead"] == 3
+    assert 1190 <= data["oldest_ready_age_s"] <= 1300
+    assert {k["kind"] for k in data["kinds"]} >= {"send_email", "export_crm"}
+    samples = parse_prometheus(assert_ok(run_cli("stats", "--prometheus", dsn=dsn)))
+    assert samples[("jobtui_jobs", (("state", "ready"),))] == 5
+    assert samples[("jobtui_jobs", (("state", "dead"),))] == 3
+    assert samples[("jobtui_kind_jobs", (("kind", "send_email"), ("state", "ready")))] == 5
+    assert samples[("jobtui_kind_jobs", (("kind", 'report \\"q\\"'), ("state", "scheduled")))] == 1
+    assert 1190 <= samples[("jobtui_oldest_ready_age_seconds", ())] <= 1300
+    target = tmp_path / "jobtui.prom"
+    assert assert_ok(run_cli("stats", "--prometheus", "--output", str(target), dsn=dsn)) == ""
+    parse_prometheus(target.read_text())
+    assert [p.name for p in tmp_path.iterdir()] == ["jobtui.prom"]
+
+
+def test_prometheus_of_an_empty_queue_parses(dsn: str) -> None:
+    samples = parse_prometheus(assert_ok(run_cli("stats", "--prometheus", dsn=dsn)))
+    assert samples[("jobtui_oldest_ready_age_seconds", ())] == 0
+
+
+def test_the_validator_rejects_broken_text() -> None:
+    with pytest.raises(AssertionError):
+        parse_prometheus('# HELP a x\n# TYPE a gauge\na{state="x} 1\n')
+    with pytest.raises(AssertionError):
+        parse_prometheus("# HELP a x\n# TYPE a gauge\nb 1\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "status"),
+    [
+        ([], 0, "OK"),
+        (["--max-ready", "5"], 0, "OK"),
+        (["--max-ready", "4"], 1, "WARNING"),
+        (["--max-ready", "2"], 2, "CRITICAL"),
+        (["--max-ready", "4", "--crit-ready", "10"], 1, "WARNING"),
+        (["--max-dead", "3"], 0, "OK"),
+        (["--max-dead", "2"], 1, "WARNING"),
+        (["--max-dead", "0"], 2, "CRITICAL"),
+        (["--max-oldest-age", "30m"], 0, "OK"),
+        (["--max-oldest-age", "15m"], 1, "WARNING"),
+        (["--max-oldest-age", "5m"], 2, "CRITICAL"),
+        (["--max-oldest-age", "5m", "--crit-oldest-age", "1h"], 1, "WARNING"),
+        (["--max-ready", "4", "--max-dead", "0"], 2, "CRITICAL"),
+    ],
+)
+def test_check_exit_codes(
+    dsn: str, conn: psycopg.Connection, args: list[str], code: int, status: str
+) -> None:
+    _fill(conn)
+    proc = run_cli("check", *args, dsn=dsn)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"JOBTUI {status} - "), proc.stdout
+    assert " | oldest_ready_age=" in lines[0]
+    assert proc.stderr == ""
+
+
+def test_check_unknown(empty_dsn: str) -> None:
+    for dsn, needle in (
+        ("postgresql://nobody@127.0.0.1:1/x", "could not connect"),
+        (empty_dsn, "run `jobtui migrate`"),
+    ):
+        proc = run_cli("check", "--max-dead", "0", dsn=dsn)
+        assert proc.returncode == 3
+        assert proc.stdout.startswith("JOBTUI UNKNOWN - ") and needle in proc.stdout
+        assert len(proc.stdout.splitlines()) == 1 and "Traceback" not in proc.stderr
+    for bad in (["--max-dead", "many"], ["--no-such-flag"]):
+        proc = run_cli("check", *bad)
+        assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    proc = run_cli("check", "--max-dead", "5", "--crit-dead", "1", dsn=empty_dsn)
+    assert proc.returncode == 3 and "below" in proc.stdout

@@ -1,0 +1,90 @@
+"""Console config: defaults, the TOML file, and one-line errors for bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobtui.console_config import (
+    ConfigError,
+    ConsoleConfig,
+    default_config_path,
+    load_console_config,
+)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_when_the_default_file_is_absent(tmp_path: Path) -> None:
+    cfg = load_console_config(env={"XDG_CONFIG_HOME": str(tmp_path)})
+    assert cfg == ConsoleConfig()
+    assert (cfg.refresh_s, cfg.oldest_warn_s, cfg.oldest_crit_s, cfg.read_only) == (
+        2.0,
+        300.0,
+        1800.0,
+        False,
+    )
+
+
+def test_path_from_environment_and_xdg(tmp_path: Path) -> None:
+    assert default_config_path({"JOBTUI_CONFIG": "/x/y.toml"}) == Path("/x/y.toml")
+    assert default_config_path({"XDG_CONFIG_HOME": "/cfg"}) == Path("/cfg/jobtui/config.toml")
+
+
+def test_full_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+[console]
+refresh = "5s"
+oldest_warn = "1m"
+oldest_crit = "10m"
+read_only = true
+page_size = 50
+
+[keys]
+requeue = "R"
+"refresh.pause" = "z, ctrl+z"
+""",
+    )
+    cfg = load_console_config(env={"JOBTUI_CONFIG": str(path)})
+    assert cfg.refresh_s == 5 and cfg.oldest_warn_s == 60 and cfg.oldest_crit_s == 600
+    assert cfg.read_only and cfg.page_size == 50
+    assert cfg.keymap == {"requeue": "R", "refresh.pause": "z,ctrl+z"}
+    assert load_console_config(path, env={}) == cfg
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("[console\nrefresh=1", "invalid TOML"),
+        ('[console]\nrefresh = "soon"', "refresh"),
+        ('[console]\noldest_warn = "30m"\noldest_crit = "5m"', "oldest_crit"),
+        ('[console]\nrefersh = "2s"', "unknown setting"),
+        ('[console]\nread_only = "yes"', "read_only"),
+        ("[keys]\nrequeue = 5", "requeue"),
+        ('[colours]\nx = "y"', "unknown table"),
+        ("[console]\npage_size = 0", "page_size"),
+    ],
+)
+def test_bad_files_give_one_line_errors(tmp_path: Path, text: str, fragment: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_console_config(path)
+    message = str(info.value)
+    assert fragment in message and "\n" not in message and str(path) in message
+
+
+def test_named_file_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_console_config(env={"JOBTUI_CONFIG": str(tmp_path / "missing.toml")})
+
+
+def test_refresh_is_clamped(tmp_path: Path) -> None:
+    path = write(tmp_path, '[console]\nrefresh = "10ms"')
+    assert load_console_config(path).refresh_s == 0.5

@@ -1,0 +1,216 @@
+"""`jobtui demo`: the real executable starts the embedded server, worker and trickle, processes
+jobs (some of which die), and stops leaving no process or lock behind, even after a crash."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_cli_support import JOBTUI, clean_env
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def demo_root() -> Iterator[Path]:
+    """A demo directory directly under the temp dir.
+
+    Not pytest's tmp_path: as root the embedded server runs as the `pgserver` user, which must
+    traverse every parent, and pytest keeps /tmp/pytest-of-root at mode 0700 (re-applied by
+    any other pytest run on the machine).
+    """
+    base = Path(tempfile.mkdtemp(prefix="jobtui-demo-test-"))
+    os.chmod(base, 0o755)
+    try:
+        yield base / "demo"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _processes_using(path: Path) -> list[str]:
+    """Command lines of live processes that mention `path` (servers, workers)."""
+    found = []
+    marker = str(path).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker in cmd and state != "Z":
+            found.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+def _assert_nothing_left(root: Path) -> None:
+    deadline = time.monotonic() + 10
+    while _processes_using(root) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_using(root) == []
+    assert not (root / "pg" / "postmaster.pid").exists()
+    assert not (root / "worker.pid").exists()
+    assert not (root / "dsn").exists()
+
+
+def _demo(root: Path, *args: str) -> list[str]:
+    return [*JOBTUI, "demo", "--data-dir", str(root), *args]
+
+
+def _figures(line: str) -> dict[str, int]:
+    return {k: int(v) for v, k in re.findall(r"(\d+) (\w+)", line.replace("dead letters", "dead"))}
+
+
+def test_headless_demo_processes_jobs_and_cleans_up(demo_root: Path) -> None:
+    root = demo_root
+    (root / "pg").mkdir(parents=True)
+    (root / "pg" / "stray-file").write_text("--reset wipes this")
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        _demo(root, "--reset", "--headless", "6s"),
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=90,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    started = re.search(r"running headless after ([\d.]+)s", proc.stderr)
+    assert started and float(started.group(1)) < 15, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert re.search(r"succeeded (\d+)", last) and int(re.search(r"succeeded (\d+)", last)[1]) > 20
+    new_dead = re.search(r"\((\d+) new\)", last)
+    assert new_dead and int(new_dead.group(1)) > 0, last
+    _assert_nothing_left(root)
+    assert not (root / "pg" / "stray-file").exists()
+    log = (root / "worker.log").read_text()
+    assert "Traceback" not in log.split("event=stopping")[0]
+    assert time.monotonic() - t0 < 60
+
+
+def test_demo_starts_again_after_a_crash(demo_root: Path) -> None:
+    root = demo_root
+    first = subprocess.Popen(
+        _demo(root, "--headless", "60s"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "event=started" not in _read(root / "worker.log"):
+            time.sleep(0.1)
+        assert "event=started" in _read(root / "worker.log")
+        # While it runs, the command line reaches the demo database through the dsn file.
+        stats = subprocess.run(
+            [*JOBTUI, "--dsn", (root / "dsn").read_text().strip(), "stats", "--json"],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=30,
+            check=True,
+        )
+        assert json.loads(stats.stdout)["totals"]["dead"] >= 6
+        postmaster = int((root / "pg" / "postmaster.pid").read_text().split()[0])
+    finally:
+        first.kill()  # SIGKILL: no cleanup at all; the worker is left running
+        first.communicate(timeout=10)
+    os.kill(postmaster, signal.SIGKILL)  # and the server dies too: a stale postmaster.pid
+    assert (root / "pg" / "postmaster.pid").exists()
+    # A second demo with a stale pid file and a leftover worker still starts, and cleans up.
+    second = subprocess.run(
+        _demo(root, "--headless", "3s"),
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=90,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    assert "succeeded" in second.stdout
+    _assert_nothing_left(root)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_demo_console_opens_and_quits_cleanly(demo_root: Path) -> None:
+    """The real console on a pseudo-terminal: it draws, `q` quits, everything stops."""
+    root = demo_root
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = clean_env(TERM="xterm-256color")
+    # Textual draws on stderr: all three go to the terminal, as they would for a person.
+    proc = subprocess.Popen(
+        _demo(root), stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and b"send_email" not in seen:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+        assert b"send_email" in seen, seen[-2000:]
+        os.write(master, b"q")
+        end = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < end:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                with contextlib.suppress(OSError):
+                    os.read(master, 65536)
+        assert proc.poll() == 0
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        os.close(master)
+    _assert_nothing_left(root)
+
+
+def test_a_second_demo_on_the_same_directory_is_refused(demo_root: Path) -> None:
+    root = demo_root
+    root.mkdir()
+    with open(root / "demo.lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        proc = subprocess.run(
+            _demo(root, "--headless", "1s"),
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+            timeout=30,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"jobtui: error: another jobtui demo (pid 4242) is running in {root}"
+    ]
+    assert not (root / "pg").exists()

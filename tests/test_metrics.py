@@ -1,0 +1,171 @@
+"""The metrics snapshot on a small dataset whose every figure is known."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from jobtui import metrics, stats
+from jobtui.models import StateCounts
+
+S = "public"
+
+
+def job(conn: psycopg.Connection, kind: str, *, age_min: float = 0, **cols: object) -> int:
+    """A job whose run_at is `age_min` minutes ago (negative: in the future)."""
+    names = ["kind", "payload", *cols]
+    row = conn.execute(
+        f"INSERT INTO jobs ({', '.join(names)}, run_at) "
+        f"VALUES ({', '.join(['%s'] * len(names))}, now() - %s * interval '1 minute') "
+        "RETURNING id",
+        [kind, Jsonb({}), *cols.values(), age_min],
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def dead(conn: psycopg.Connection, kind: str, n: int) -> None:
+    conn.execute(
+        """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
+               run_at, last_error, reason)
+           SELECT nextval(pg_get_serial_sequence('jobs', 'id')), %s, '{}', 3, 3, now(), now(),
+                  'E: x', 'failed'
+           FROM generate_series(1, %s)""",
+        (kind, n),
+    )
+
+
+def minute_stats(
+    conn: psycopg.Connection, ago: int, kind: str, done: int, failed: int, hist: list[int]
+) -> datetime:
+    row = conn.execute(
+        """INSERT INTO kind_stats (minute, kind, done, failed, hist)
+           VALUES (date_trunc('minute', now()) - %s * interval '1 minute', %s, %s, %s, %s)
+           RETURNING minute""",
+        (ago, kind, done, failed, hist),
+    ).fetchone()
+    assert row is not None
+    minute: datetime = row[0]
+    return minute
+
+
+@pytest.fixture
+def known(conn: psycopg.Connection) -> dict[str, datetime]:
+    for age in (10, 5, 1):
+        job(conn, "email", age_min=age)
+    job(conn, "email", age_min=-30)
+    job(conn, "email", age_min=-60)
+    job(conn, "email", age_min=20, attempts=1, last_error="E: y")  # due retry: the oldest
+    job(conn, "email", age_min=-5, attempts=2)  # retry not due yet
+    job(conn, "email", age_min=3, attempts=1, locked_at=datetime.now().astimezone())
+    job(conn, "report", age_min=2)
+    for _ in range(10):  # finished rows count nowhere
+        job(conn, "email", age_min=600, finished_at=datetime.now().astimezone())
+    dead(conn, "email", 4)
+    dead(conn, "sms", 2)
+    hist = [0] * stats.N_BUCKETS
+    hist[3], hist[6] = 5, 5  # five runs in (5, 10] ms, five in (50, 100] ms
+    marks = {
+        "email_recent": minute_stats(conn, 2, "email", 10, 5, hist),
+        "report_recent": minute_stats(conn, 1, "report", 3, 0, []),
+        "email_old": minute_stats(conn, 30, "email", 100, 1, hist),
+    }
+    row = conn.execute(
+        """INSERT INTO queue_samples (minute, ready, scheduled, running, retrying, dead,
+               oldest_ready_age_s)
+           VALUES (date_trunc('minute', now()) - interval '3 minutes', 7, 0, 0, 0, 0, 100)
+           RETURNING minute"""
+    ).fetchone()
+    assert row is not None
+    marks["sample"] = row[0]
+    conn.execute(
+        """INSERT INTO workers (id, host, pid, kinds, concurrency, running, heartbeat_at)
+           VALUES ('h:1:a', 'h', 1, '{email}', 4, 1, now() - interval '2 seconds'),
+                  ('h:2:b', 'h', 2, '{report}', 4, 0, now() - interval '90 seconds')"""
+    )
+    conn.execute("INSERT INTO paused_kinds (kind, paused_by) VALUES ('sms', 'me')")
+    return marks
+
+
+async def test_snapshot_figures_on_a_known_dataset(
+    aconn: psycopg.AsyncConnection, known: dict[str, datetime]
+) -> None:
+    snap = await metrics.snapshot(aconn, S, window_minutes=15, history_minutes=60)
+    t = snap.totals
+    # Retries count as ready or scheduled too (DESIGN.md's states; the queue_samples agree).
+    assert (t.ready, t.scheduled, t.retrying, t.running, t.dead) == (5, 3, 2, 1, 6)
+    assert snap.oldest_ready_age_s == pytest.approx(20 * 60, abs=10)
+    assert snap.done_per_min == pytest.approx(13 / 15)
+    assert snap.failure_rate == pytest.approx(5 / 18)
+    assert snap.paused == frozenset({"sms"})
+
+    assert [k.kind for k in snap.kinds] == ["email", "sms", "report"]  # most dead first
+    email, sms, report = snap.kinds
+    assert (email.ready, email.scheduled, email.retrying, email.running, email.dead) == (
+        4,
+        3,
+        2,
+        1,
+        4,
+    )
+    assert email.oldest_ready_age_s == pytest.approx(1200, abs=10)
+    assert email.done_per_min == pytest.approx(10 / 15)
+    assert email.failed_per_min == pytest.approx(5 / 15)
+    assert email.failure_rate == pytest.approx(5 / 15)
+    assert email.p50_ms == pytest.approx(10.0)  # rank 5 ends the (5, 10] bucket
+    assert email.p95_ms == pytest.approx(95.0)  # 4.5 of 5 into (50, 100]
+    assert email.handled and not email.paused
+    assert sms.paused and not sms.handled and sms.dead == 2 and sms.ready == 0
+    assert sms.p50_ms is None and sms.oldest_ready_age_s is None
+    assert report.ready == 1 and report.oldest_ready_age_s == pytest.approx(120, abs=10)
+    assert not report.handled  # its only worker stopped heartbeating
+    assert report.failure_rate == 0.0 and report.p50_ms is None
+
+    assert len(snap.history) == 60
+    minutes = [p.minute for p in snap.history]
+    assert all(b - a == timedelta(minutes=1) for a, b in itertools.pairwise(minutes))
+    assert minutes[-1] <= snap.taken_at < minutes[-1] + timedelta(minutes=1)
+    by_minute = {p.minute: p for p in snap.history}
+    assert (by_minute[known["email_recent"]].done, by_minute[known["email_recent"]].failed) == (
+        10,
+        5,
+    )
+    assert by_minute[known["report_recent"]].done == 3
+    assert by_minute[known["email_old"]].done == 100  # in the history, not in the window
+    sample = by_minute[known["sample"]]
+    assert (sample.ready, sample.oldest_ready_age_s) == (7, 100)
+    empty = [p for p in snap.history if p.minute not in known.values()]
+    assert len(empty) == 56
+    assert all(p.done == 0 and p.failed == 0 and p.ready is None for p in empty)
+
+    live, stale = snap.workers
+    assert live.id == "h:1:a" and not live.stale and live.heartbeat_age_s == pytest.approx(2, abs=2)
+    assert stale.stale and stale.heartbeat_age_s == pytest.approx(90, abs=5)
+    assert live.kinds == ["email"] and live.running == 1
+
+
+async def test_snapshot_of_an_empty_queue(aconn: psycopg.AsyncConnection) -> None:
+    snap = await metrics.snapshot(aconn, S, history_minutes=5)
+    assert snap.totals == StateCounts()
+    assert snap.oldest_ready_age_s is None and snap.kinds == [] and snap.workers == []
+    assert snap.done_per_min == 0.0 and snap.failure_rate == 0.0
+    assert len(snap.history) == 5 and all(p.done == 0 for p in snap.history)
+
+
+async def test_no_live_worker_means_no_kind_is_handled(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    job(conn, "email")
+    snap = await metrics.snapshot(aconn, S)
+    assert [(k.kind, k.handled) for k in snap.kinds] == [("email", False)]
+
+
+async def test_bad_windows_are_refused(aconn: psycopg.AsyncConnection) -> None:
+    with pytest.raises(metrics.InvalidWindow, match="window_minutes"):
+        await metrics.snapshot(aconn, S, window_minutes=0)
+    with pytest.raises(metrics.InvalidWindow, match="heartbeat_timeout"):
+        await metrics.snapshot(aconn, S, heartbeat_timeout=0)

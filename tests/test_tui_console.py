@@ -1,0 +1,596 @@
+"""The console driven through Textual's Pilot against a real PostgreSQL.
+
+Each test asserts on what the operator sees (tables, banners, notifications, rendered text)
+and on the rows in the database.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import conninfo
+from psycopg.types.json import Jsonb
+from rich.text import Text
+from textual.command import CommandPalette
+from textual.content import Content
+from textual.geometry import Region
+from textual.widget import Widget
+from textual.widgets import DataTable, Footer, Static, Tab
+from textual.widgets._footer import FooterKey
+
+from jobtui.console_config import ConsoleConfig
+from jobtui.enqueue import JobSpec, enqueue_many
+from jobtui.tui.app import JobtuiApp
+from jobtui.tui.connection import APPLICATION_NAME
+from jobtui.tui.screens.confirm import ConfirmScreen
+from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.screens.help import HelpScreen
+from jobtui.tui.widgets.keyed_table import KeyedTable
+
+SIZE = (120, 40)
+
+INSERT_DEAD = """
+INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at, run_at,
+                          last_error, errors, reason)
+VALUES (nextval(pg_get_serial_sequence('jobs', 'id')), %(kind)s, %(payload)s, 3, 3,
+        now() - interval '1 hour', now() - interval '1 hour', %(error)s, %(errors)s, 'failed')
+RETURNING id
+"""
+
+
+def add_dead(
+    conn: psycopg.Connection, kind: str, error: str, payload: Any = None, n: int = 1
+) -> list[int]:
+    ids = []
+    for i in range(n):
+        entry = {
+            "attempt": 3,
+            "at": "2026-01-01T00:00:00+00:00",
+            "error": error,
+            "traceback": 'Traceback (most recent call last):\n  File "x.py", line 1\n' + error,
+            "worker": "w:1:a",
+        }
+        row = conn.execute(
+            INSERT_DEAD,
+            {
+                "kind": kind,
+                "payload": Jsonb(payload if payload is not None else {"i": i}),
+                "error": error,
+                "errors": Jsonb([entry]),
+            },
+        ).fetchone()
+        assert row is not None
+        ids.append(row[0])
+    return ids
+
+
+def config(**changes: Any) -> ConsoleConfig:
+    return ConsoleConfig(refresh_s=0.5).with_(**changes)
+
+
+def _state(app: Any) -> str:
+    return (
+        f"polls={app.polls} db_error={app.db_error!r} screen={app.screen!r} "
+        f"notes={notifications(app)}"
+    )
+
+
+async def until(pilot: Any, cond: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Let the app run until `cond()` holds; fail with a clear message after `timeout`."""
+    steps = int(timeout / 0.05)
+    for _ in range(steps):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    assert cond(), f"condition not reached in time; app state: {_state(pilot.app)}"
+
+
+async def fresh(app: JobtuiApp, pilot: Any) -> None:
+    """Wait for a poll that started after now to complete."""
+    target = app.polls + 2
+    await until(pilot, lambda: app.polls >= target)
+
+
+async def goto(app: JobtuiApp, pilot: Any, key: str) -> None:
+    """Switch tab by its digit and wait until its main table has the focus."""
+    name = {"1": "overview", "2": "jobs", "3": "dead", "4": "workers"}[key]
+    await pilot.press(key)
+    pane = app.query_one(f"#{name}-pane")
+    main = pane.query_one(pane.main_table)  # type: ignore[attr-defined]
+    await until(pilot, lambda: app.active_tab == name and app.focused is main)
+    await pilot.pause()
+
+
+def table(app: JobtuiApp, selector: str) -> KeyedTable:
+    return app.query_one(selector, KeyedTable)
+
+
+def rendered(widget: Widget) -> str:
+    """The text a widget shows: table cells, static content, footer keys."""
+    if isinstance(widget, DataTable):
+        lines = [" ".join(str(c.label) for c in widget.columns.values())]
+        for row in widget.ordered_rows:
+            lines.append(
+                " ".join(
+                    c.plain if isinstance(c, Text) else str(c) for c in widget.get_row(row.key)
+                )
+            )
+        return "\n".join(lines)
+    if isinstance(widget, Footer):
+        return " ".join(f"{k.key_display} {k.description}" for k in widget.query(FooterKey))
+    if isinstance(widget, Static):
+        content = widget.content
+        if isinstance(content, Text):
+            return content.plain
+        if isinstance(content, (str, Content)):
+            return str(content)
+    region = Region(0, 0, widget.size.width, widget.size.height)
+    return "\n".join(strip.text for strip in widget.render_lines(region))
+
+
+def notifications(app: JobtuiApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def dead_ids(conn: psycopg.Connection) -> set[int]:
+    return {r[0] for r in conn.execute("SELECT id FROM dead_letters")}
+
+
+def job_ids(conn: psycopg.Connection) -> set[int]:
+    return {r[0] for r in conn.execute("SELECT id FROM jobs")}
+
+
+async def test_requeue_one_dead_letter_by_keys(dsn: str, conn: psycopg.Connection) -> None:
+    ids = add_dead(conn, "email.send", "SMTPError: 550 mailbox unavailable", n=3)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "3")
+        await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 3)
+        await pilot.press("tab")
+        assert app.focused is table(app, "#dead-rows")
+        target = int(table(app, "#dead-rows").current_key or 0)
+        assert target == max(ids)  # newest first
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")  # "this dead letter #id", not "all 3 matching"
+        await until(pilot, lambda: target not in dead_ids(conn))
+        await fresh(app, pilot)
+        assert job_ids(conn) == {target}
+        assert dead_ids(conn) == set(ids) - {target}
+        assert str(target) not in table(app, "#dead-rows").keys
+        assert "Requeued 1 dead letter." in notifications(app)
+        audit = conn.execute("SELECT action, count FROM audit_log").fetchall()
+        assert audit == [("requeue_dead", 1)]
+
+
+async def test_group_requeue_counts_and_marked_delete(dsn: str, conn: psycopg.Connection) -> None:
+    big = add_dead(conn, "webhook", "ConnectTimeout: host 'a.example' after 10s", n=4)
+    small = add_dead(conn, "billing", "CardDeclined: card 1234 declined", n=2)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "3")
+        groups = table(app, "#dead-groups")
+        await until(pilot, lambda: len(groups.keys) == 3)  # (all) + two groups
+        assert rendered(groups).count("ConnectTimeout: host ? after Ns") == 1
+        await pilot.press("down")  # the biggest group comes first after (all)
+        await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 4)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        body = rendered(app.screen.query_one("#confirm-body"))
+        assert "4" in body
+        await pilot.press("1")
+        await until(pilot, lambda: dead_ids(conn) == set(small))
+        assert job_ids(conn) == set(big)
+        await until(pilot, lambda: "Requeued 4 dead letters." in notifications(app))
+
+        # Now mark both remaining rows and delete exactly those.
+        await until(pilot, lambda: len(groups.keys) == 2)
+        await pilot.press("down", "tab")
+        rows = table(app, "#dead-rows")
+        await until(pilot, lambda: len(rows.keys) == 2)
+        await pilot.press("space", "space")
+        assert rows.marked == {str(i) for i in small}
+        await pilot.press("d")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.has_class("-danger")
+        await pilot.press("1")
+        await until(pilot, lambda: dead_ids(conn) == set())
+        assert job_ids(conn) == set(big)  # delete never touches jobs
+        await until(pilot, lambda: "Deleted 2 dead letters." in notifications(app))
+
+
+async def test_cancel_job(dsn: str, conn: psycopg.Connection) -> None:
+    enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(3)])
+    newest = max(job_ids(conn))
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: len(jobs.keys) == 3)
+        assert jobs.current_key == str(newest)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")
+        await until(pilot, lambda: "Cancelled 1 job." in notifications(app))
+        row = conn.execute(
+            "SELECT cancelled_at, finished_at FROM jobs WHERE id = %s", (newest,)
+        ).fetchone()
+        assert row is not None and row[0] is not None and row[1] is not None
+        others = conn.execute("SELECT count(*) FROM jobs WHERE cancelled_at IS NULL").fetchone()
+        assert others == (2,)
+        await fresh(app, pilot)
+        assert "cancelled" in rendered(jobs)
+
+        # The detail view of another job: its facts, and cancel from there.
+        await pilot.press("down", "enter")
+        await until(
+            pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.row is not None
+        )
+        detail = app.screen
+        assert isinstance(detail, DetailScreen)
+        head = rendered(detail.query_one("#detail-head"))
+        assert f"#{detail.row_id}" in head and "attempts 0 of 5" in head and "ready" in head
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")
+        await until(pilot, lambda: "cancelled" in rendered(detail.query_one("#detail-head")))
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DetailScreen)
+        others = conn.execute("SELECT count(*) FROM jobs WHERE cancelled_at IS NULL").fetchone()
+        assert others == (1,)
+
+
+async def test_filter_jobs_by_kind_and_state(dsn: str, conn: psycopg.Connection) -> None:
+    enqueue_many(conn, [JobSpec("alpha", {"n": i}) for i in range(3)])
+    enqueue_many(
+        conn,
+        [JobSpec("beta", {"needle": "xyzzy"}), JobSpec("beta", {"n": 1}, delay=timedelta(hours=1))],
+    )
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: len(jobs.keys) == 5)
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        await pilot.press(*"state:bogus", "enter")
+        assert isinstance(app.screen, FilterScreen)  # refused, stays open
+        assert "unknown state" in rendered(app.screen.query_one("#filter-error"))
+        app.screen.query_one("#filter-input").value = ""  # type: ignore[attr-defined]
+        await pilot.press(*"kind:beta state:scheduled", "enter")
+        await until(pilot, lambda: len(jobs.keys) == 1)
+        assert "beta" in rendered(jobs) and "alpha" not in rendered(jobs)
+        assert "kind:beta" in rendered(app.query_one("#jobs-info"))
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        app.screen.query_one("#filter-input").value = "xyzzy"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await until(pilot, lambda: len(jobs.keys) == 1 and "xyzzy" in rendered(jobs))
+
+
+async def test_paging_marks_and_cursor_survive_refresh(dsn: str, conn: psycopg.Connection) -> None:
+    enqueue_many(conn, [JobSpec("bulk", {"n": i}) for i in range(12)])
+    app = JobtuiApp(dsn, "public", config=config(page_size=5))
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: len(jobs.keys) == 5)
+        assert app.query_one("#jobs-pane").more  # type: ignore[attr-defined]
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: len(jobs.keys) == 10)
+        await pilot.press("G")  # the cursor reaching the end loads the next page
+        await until(pilot, lambda: len(jobs.keys) == 12)
+        assert not app.query_one("#jobs-pane").more  # type: ignore[attr-defined]
+        assert [int(k) for k in jobs.keys] == sorted(job_ids(conn), reverse=True)
+
+        # Refreshes never stack: a burst of requests while one runs becomes one more poll.
+        pane = app.query_one("#jobs-pane")
+        original = pane.load  # type: ignore[attr-defined]
+        active, peak, calls = 0, 0, 0
+
+        async def counting(link: Any) -> Any:
+            nonlocal active, peak, calls
+            active, calls = active + 1, calls + 1
+            peak = max(peak, active)
+            try:
+                return await original(link)
+            finally:
+                active -= 1
+
+        pane.load = counting  # type: ignore[attr-defined]
+        for _ in range(20):
+            app.refresh_now()
+        await until(pilot, lambda: calls >= 2 and active == 0)
+        assert peak == 1 and calls <= 3
+
+        await pilot.press("home", "down", "space")
+        marked = jobs.keys[1]
+        cursor = jobs.current_key
+        enqueue_many(conn, [JobSpec("bulk", {"new": True})])  # a new row arrives at the top
+        await until(pilot, lambda: len(jobs.keys) == 13)
+        assert jobs.marked == {marked}
+        assert jobs.current_key == cursor
+
+
+async def test_read_only_flag_refuses_and_writes_nothing(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    ids = add_dead(conn, "email.send", "SMTPError: boom", n=2)
+    app = JobtuiApp(dsn, "public", config=config(read_only=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "3")
+        await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 2)
+        await pilot.press("tab", "r", "d")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmScreen)
+        footer = rendered(app.query_one("Footer"))
+        assert "Requeue" not in footer and "Delete" not in footer and "Export" in footer
+        assert "READ-ONLY" in rendered(app.query_one("#status"))
+        assert not any("Requeue" in title for title, _, _ in app.palette_entries())
+        app.ask_requeue(ids, None)  # even when asked directly, it refuses
+        await until(pilot, lambda: any("Read-only" in m for m in notifications(app)))
+        assert dead_ids(conn) == set(ids)
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
+
+
+async def test_select_only_role_turns_read_only(dsn: str, conn: psycopg.Connection) -> None:
+    ids = add_dead(conn, "email.send", "SMTPError: boom", n=1)
+    role = f"jobtui_ro_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'CREATE ROLE "{role}" LOGIN')
+    conn.execute(f'GRANT USAGE ON SCHEMA public TO "{role}"')
+    conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+    try:
+        app = JobtuiApp(conninfo.make_conninfo(dsn, user=role), "public", config=config())
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.read_only)
+            assert not app.config.read_only
+            await until(pilot, lambda: any("Read-only" in m for m in notifications(app)))
+            assert "READ-ONLY" in rendered(app.query_one("#status"))
+            await goto(app, pilot, "3")
+            await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 1)
+            await pilot.press("tab", "r")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+            assert dead_ids(conn) == set(ids)
+    finally:
+        conn.execute(f'DROP OWNED BY "{role}"')
+        conn.execute(f'DROP ROLE "{role}"')
+
+
+async def test_hostile_payload_and_error_render_inert(dsn: str, conn: psycopg.Connection) -> None:
+    hostile = "\x1b]52;c;aGk=\x07 [bold]pwn[/bold] \x9b31m"
+    error = "ValueError: \x1b[31m[bold]red[/bold]\x1b[0m"
+    ids = add_dead(conn, "mail", error, payload={"subject": hostile})
+    enqueue_many(conn, [JobSpec("mail", {"subject": hostile})])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: len(jobs.keys) == 1)
+        shown = rendered(jobs)
+        assert "\x1b" not in shown and "\x9b" not in shown
+        assert "[bold]pwn" in shown  # markup shown as the characters it is
+        await goto(app, pilot, "3")
+        await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 1)
+        rows_text = rendered(table(app, "#dead-rows"))
+        assert "\\x1b[31m[bold]red" in rows_text and "\x1b" not in rows_text
+        await pilot.press("tab", "enter")
+        await until(
+            pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.row is not None
+        )
+        await pilot.pause(0.2)
+        detail = app.screen
+        payload = rendered(detail.query_one("#detail-payload"))
+        errors = rendered(detail.query_one("#detail-errors"))
+        assert "\\u001b]52;c;aGk=" in payload and "[bold]pwn[/bold]" in payload
+        assert "\\x9b31m" in payload
+        assert "\\x1b[31m[bold]red[/bold]" in errors
+        for text in (payload, errors, app.export_screenshot()):
+            assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+        assert f"#{ids[0]}" in rendered(detail.query_one("#detail-head"))
+
+
+async def test_layout_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
+    add_dead(conn, "email.send", "SMTPError: boom", n=2)
+    enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(30)])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        screen = app.screen.region
+        tiles = [w for w in app.query(".tile")]
+        assert len(tiles) == 8 and all(t.region.width >= 9 for t in tiles)
+        assert all(screen.contains_region(t.region) for t in tiles)
+        assert "oldest" in app.export_screenshot()
+        assert table(app, "#kinds").region.height >= 5
+        tabs = list(app.query(Tab))
+        assert [str(t.label) for t in tabs] == [
+            "1 Overview",
+            "2 Jobs",
+            "3 Dead letters",
+            "4 Workers",
+        ]
+        assert all(screen.contains_region(t.region) for t in tabs)
+        await goto(app, pilot, "2")
+        await until(pilot, lambda: len(table(app, "#jobs-table").keys) == 30)
+        assert table(app, "#jobs-table").region.height >= 12
+        assert "filter" in rendered(app.query_one("#jobs-info"))
+        await goto(app, pilot, "3")
+        await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 2)
+        assert table(app, "#dead-groups").region.height >= 4
+        assert table(app, "#dead-rows").region.height >= 6
+        await goto(app, pilot, "4")
+        await until(pilot, lambda: app.polls >= 4)
+        assert table(app, "#workers-table").region.height >= 4
+        footer = app.query_one("Footer").region
+        assert footer.bottom == 24 and footer.height == 1
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert screen.contains_region(app.screen.query_one("#help-box").region)
+
+
+async def test_db_outage_banner_then_recovery(dsn: str, conn: psycopg.Connection) -> None:
+    enqueue_many(conn, [JobSpec("email.send", {})])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 2)
+        banner = app.query_one("#banner", Static)
+        assert not banner.display
+        killed = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE application_name = %s AND datname = current_database()",
+            (APPLICATION_NAME,),
+        ).fetchall()
+        assert killed == [(True,)]
+        await until(pilot, lambda: banner.display)
+        assert "DATABASE UNREACHABLE" in rendered(banner)
+        assert "DB DOWN" in rendered(app.query_one("#status"))
+        assert app.query_one("#tabs").has_class("-stale")
+        await until(pilot, lambda: not banner.display, timeout=10)
+        assert app.db_error is None and not app.query_one("#tabs").has_class("-stale")
+        assert app.link.connects == 2
+        polls = app.polls
+        await until(pilot, lambda: app.polls > polls)
+        assert "Database reachable again." in notifications(app)
+
+
+async def test_pause_refresh_help_palette_and_keymap(dsn: str, conn: psycopg.Connection) -> None:
+    ids = add_dead(conn, "email.send", "SMTPError: boom", n=1)
+    app = JobtuiApp(dsn, "public", config=config(keymap={"requeue": "y", "refresh.pause": "z"}))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        await pilot.press("z")
+        assert app.refresh_paused and app.query_one("#paused-banner").display
+        assert "PAUSED" in rendered(app.query_one("#paused-banner"))
+        polls = app.polls
+        await pilot.pause(1.2)
+        assert app.polls == polls  # no polling while paused
+        await pilot.press("z")
+        await until(pilot, lambda: app.polls > polls)
+        assert not app.query_one("#paused-banner").display
+
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        help_text = rendered(app.screen.query_one("#help-table"))
+        for needle in ("requeue", "refresh.pause", "ctrl+p", "quit", "mark", "filter"):
+            assert needle in help_text
+        assert "y " in help_text  # remapped key shown
+        await pilot.press("escape")
+
+        await goto(app, pilot, "3")
+        await until(pilot, lambda: len(table(app, "#dead-rows").keys) == 1)
+        await pilot.press("tab")
+        titles = [title for title, _, _ in app.palette_entries()]
+        assert any(t.startswith(f"Requeue dead letter #{ids[0]}") for t in titles)
+        await pilot.press("y")  # requeue, remapped
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert dead_ids(conn) == set(ids)  # cancelled: nothing written
+
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"requeue dead")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")
+        await until(pilot, lambda: dead_ids(conn) == set())
+        assert job_ids(conn) == set(ids)
+
+        await pilot.press("minus")
+        assert app.refresh_s == 1.0 and "⟳ 1s" in rendered(app.query_one("#status"))
+
+
+@pytest.mark.parametrize("tab", ["overview", "workers"])
+async def test_overview_and_workers_show_kinds(
+    dsn: str, conn: psycopg.Connection, tab: str
+) -> None:
+    now = datetime.now(UTC)
+    enqueue_many(
+        conn,
+        [JobSpec("slow.kind", {}, run_at=now - timedelta(minutes=40)), JobSpec("fast.kind", {})],
+    )
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, kinds, concurrency, heartbeat_at)"
+        " VALUES ('h:1:a', 'h', 1, '{fast.kind}', 4, now()),"
+        "        ('h:2:b', 'h', 2, '{slow.kind}', 4, now() - interval '5 minutes')"
+    )
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        if tab == "overview":
+            kinds = table(app, "#kinds")
+            await until(pilot, lambda: len(kinds.keys) == 2)
+            assert kinds.keys[0] == "slow.kind"  # the troubled kind first
+            text = rendered(kinds)
+            assert "NO WORKER" in text
+            assert app.query_one("#t-oldest").has_class("-crit")
+            assert "!!" in rendered(app.query_one("#t-oldest"))
+            await pilot.press("P")  # pause the kind under the cursor
+            await until(
+                pilot,
+                lambda: (
+                    conn.execute("SELECT kind FROM paused_kinds").fetchall() == [("slow.kind",)]
+                ),
+            )
+            await until(pilot, lambda: "PAUSED" in rendered(kinds))
+            await pilot.press("enter")  # that kind's jobs
+            jobs = table(app, "#jobs-table")
+            await until(pilot, lambda: app.active_tab == "jobs" and len(jobs.keys) == 1)
+            assert "slow.kind" in rendered(jobs) and "kind:slow.kind" in rendered(
+                app.query_one("#jobs-info")
+            )
+        else:
+            await goto(app, pilot, "4")
+            workers = table(app, "#workers-table")
+            await until(pilot, lambda: len(workers.keys) == 2)
+            assert "STALE" in rendered(workers)
+            await pilot.press("tab")
+            kinds = table(app, "#worker-kinds")
+            assert kinds.current_key == "fast.kind"
+            await pilot.press("P")
+            await until(
+                pilot,
+                lambda: (
+                    conn.execute("SELECT kind FROM paused_kinds").fetchall() == [("fast.kind",)]
+                ),
+            )
+            await until(pilot, lambda: "PAUSED" in rendered(kinds))
+            await pilot.press("P")
+            await until(
+                pilot, lambda: conn.execute("SELECT count(*) FROM paused_kinds").fetchone() == (0,)
+            )
+
+
+async def test_export_marked_rows_and_run_now(
+    dsn: str, conn: psycopg.Connection, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    ids = add_dead(conn, "email.send", "SMTPError: boom", n=3)
+    enqueue_many(conn, [JobSpec("later", {}, delay=timedelta(hours=2))])
+    (later,) = job_ids(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "3")
+        rows = table(app, "#dead-rows")
+        await until(pilot, lambda: len(rows.keys) == 3)
+        await pilot.press("tab", "space", "space", "e")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")  # the 2 marked rows, JSON lines
+        await until(pilot, lambda: any(m.startswith("Exported 2") for m in notifications(app)))
+        (path,) = tmp_path.glob("jobtui-dead-*.jsonl")
+        lines = path.read_text().splitlines()
+        assert len(lines) == 2 and dead_ids(conn) == set(ids)  # export writes nothing
+
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: jobs.keys == [str(later)])
+        await pilot.press("r")  # run now: one row, not destructive, no question asked
+        await until(pilot, lambda: "Made 1 job due now." in notifications(app))
+        row = conn.execute("SELECT run_at <= now() FROM jobs WHERE id = %s", (later,)).fetchone()
+        assert row == (True,)

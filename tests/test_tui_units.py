@@ -1,0 +1,82 @@
+"""Pure parts of the console: the filter language and inert rendering of data."""
+
+from __future__ import annotations
+
+import pytest
+from rich.text import Text
+
+from jobtui.models import DeadFilter, JobFilter
+from jobtui.tui.filters import (
+    FilterError,
+    format_dead_filter,
+    format_job_filter,
+    parse_dead_filter,
+    parse_job_filter,
+)
+from jobtui.tui.inert import clean, inert, payload_json, payload_preview
+
+
+def test_job_filter_round_trip() -> None:
+    flt = parse_job_filter('state:ready,running kind:email.send "connection refused" 42')
+    assert flt == JobFilter(
+        states=("ready", "running"), kind="email.send", text="connection refused 42"
+    )
+    assert parse_job_filter(format_job_filter(flt)) == flt
+    assert parse_job_filter("") == JobFilter()
+
+
+def test_job_filter_refuses_unknown_state() -> None:
+    with pytest.raises(FilterError, match="unknown state 'redy'"):
+        parse_job_filter("state:redy")
+    with pytest.raises(FilterError, match="needs a value"):
+        parse_job_filter("kind:")
+
+
+def test_dead_filter_round_trip() -> None:
+    flt = parse_dead_filter('kind:billing sig:"CardDeclined: card ending N" error:timeout 17')
+    assert flt == DeadFilter(
+        kind="billing", signature="CardDeclined: card ending N", error="timeout", text="17"
+    )
+    assert parse_dead_filter(format_dead_filter(flt)) == flt
+
+
+def test_unbalanced_quotes_do_not_crash() -> None:
+    assert parse_dead_filter('error:"oops').error == '"oops'
+
+
+def test_control_characters_become_visible() -> None:
+    assert clean("a\x1b]52;c;x\x07b") == "a\\x1b]52;c;x\\x07b"
+    assert clean("\x9b31m\u202e") == "\\x9b31m\\u202e"
+    assert clean("line1\nline2\tx") == "line1\\nline2\\tx"
+    assert clean("line1\nline2\tx", multiline=True) == "line1\nline2\tx"
+
+
+def test_inert_text_is_never_markup() -> None:
+    text = inert("[bold]x[/bold] \x1b[31m")
+    assert isinstance(text, Text)
+    assert text.plain == "[bold]x[/bold] \\x1b[31m"
+    assert not text.spans
+
+
+def test_payloads_are_escaped() -> None:
+    payload = {"s": "\x1b]52;\x9b [b]"}
+    assert "\x1b" not in payload_json(payload) and "\x9b" not in payload_json(payload)
+    assert "\\u001b]52;" in payload_json(payload) and "\\x9b" in payload_json(payload)
+    preview = payload_preview({"k": "v" * 500}, width=40)
+    assert len(preview) == 40 and preview.endswith("…")
+
+
+def test_nothing_outside_tui_imports_textual() -> None:
+    import re
+    from pathlib import Path
+
+    import jobtui
+
+    root = Path(jobtui.__file__).parent
+    pattern = re.compile(r"^\s*(import textual|from textual)", re.MULTILINE)
+    offenders = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "tui" not in path.relative_to(root).parts and pattern.search(path.read_text("utf-8"))
+    ]
+    assert offenders == []
