@@ -145,7 +145,12 @@ class Bench:
         name = f"bench_{label}_{uuid.uuid4().hex[:8]}"
         with self.admin() as admin:
             if template:
-                admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
+                try:
+                    admin.execute(
+                        f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY'
+                    )
+                except psycopg.errors.SyntaxError:  # PostgreSQL before 15: no STRATEGY
+                    admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
             else:
                 admin.execute(f'CREATE DATABASE "{name}"')
         dsn = with_db(self.admin_dsn, name)
@@ -169,7 +174,11 @@ class Bench:
             name = f"bench_tpl_{key}_{uuid.uuid4().hex[:8]}"
             with self.admin() as admin:
                 admin.execute(f'CREATE DATABASE "{name}"')
-            build(with_db(self.admin_dsn, name))
+            try:
+                build(with_db(self.admin_dsn, name))
+            except BaseException:
+                self.drop(name)
+                raise
             self.templates[key] = name
         return self.templates[key]
 

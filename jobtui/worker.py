@@ -52,7 +52,7 @@ from jobtui.db import acheck_schema, aconnect, describe_error
 from jobtui.registry import HandlerSpec, Registry
 from jobtui.sql import notify_channel
 from jobtui.worker_context import JobCancelled, JobContext, current_job, set_current
-from jobtui.worker_db import WorkerDB
+from jobtui.worker_db import UndecodablePayload, WorkerDB
 from jobtui.worker_link import Link
 from jobtui.worker_outcomes import Outcomes, describe_exception, format_traceback
 from jobtui.worker_stats import StatsBuffer
@@ -305,6 +305,8 @@ class Worker:
                 await self._pause(link.failed(exc))
                 continue
             except Exception:
+                # Whatever failed may have failed after the claim committed: same as above.
+                check_orphans = True
                 log.exception("worker=%s event=claim_error", self.id)
                 await self._pause(1.0)
                 continue
@@ -319,8 +321,11 @@ class Worker:
         self._more = True
         self._wake.set()
 
-    async def _release_orphans(self, link: Link) -> None:
-        ids = await self._db.release_orphans(link, list(self._held))
+    async def _release_orphans(self, link: Link, *, abandoned: bool = False) -> None:
+        """Release rows locked by us that we do not know about; with `abandoned`, also those
+        whose handler is still running after the drain gave up on it (at shutdown only)."""
+        known = [i for i in self._held if not (abandoned and i in self._running)]
+        ids = await self._db.release_orphans(link, known)
         if ids:
             log.warning(
                 "worker=%s event=released_orphans count=%d ids=%s",
@@ -357,6 +362,8 @@ class Worker:
         t0 = time.perf_counter()
         if job.why is not None:  # stopped before it started
             error = asyncio.CancelledError()
+        elif isinstance(job.payload, UndecodablePayload):
+            error = job.payload  # the handler cannot be given it: this attempt fails
         else:
             try:
                 if spec.is_async:
@@ -763,7 +770,9 @@ class Worker:
                         if self._outcomes:
                             await self._write_outcomes(link)
                         await self._write_stats(link)
-                        await self._release_orphans(link)
+                        # An async handler that swallows its cancellation is still "running":
+                        # give its job back rather than leave it locked by a worker that is gone.
+                        await self._release_orphans(link, abandoned=True)
                         await self._db.unregister(link)
                         return
                     except psycopg.Error as exc:

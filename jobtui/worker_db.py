@@ -7,6 +7,7 @@ as what they decide, and every statement's parameters are visible in one place.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -18,6 +19,25 @@ from jobtui.worker_stats import Cell, as_rows
 
 PRUNE_BATCH = 1000  # the LIMIT in worker_prune
 PRUNE_BATCHES_PER_ROUND = 50
+
+
+class UndecodablePayload(Exception):
+    """A job's payload that PostgreSQL stored but Python cannot decode (nested too deeply).
+
+    The worker records it as the failure of that job's attempt instead of running its handler.
+    """
+
+
+def decode_payload(text: str) -> Any:
+    """The payload's value, or an UndecodablePayload to fail the job with."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return UndecodablePayload(
+            f"payload is nested too deeply for Python's JSON decoder ({len(text)} characters)"
+        )
+    except ValueError as exc:  # jsonb's own output: not expected, but never fatal
+        return UndecodablePayload(f"payload could not be decoded: {exc}")
 
 
 def int_array(values: list[int]) -> str:
@@ -41,10 +61,14 @@ class WorkerDB:
     # ---- claim
 
     async def claim(self, link: Link, kinds: list[str], limit: int) -> list[tuple[Any, ...]]:
-        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours."""
-        return await link.fetch(
+        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours.
+
+        A payload that cannot be decoded comes back as an UndecodablePayload instance.
+        """
+        rows = await link.fetch(
             self.q.worker_claim, {"kinds": kinds, "worker": self.worker_id, "limit": limit}
         )
+        return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
 
     async def release_orphans(self, link: Link, known: list[int]) -> list[int]:
         """Release rows locked by this worker that it does not know about; their ids."""

@@ -14,24 +14,40 @@ MAX_ERROR_CHARS = 2_000
 
 
 def _clean(text: str, limit: int) -> str:
-    # jsonb cannot hold NUL; keep the tail of a long traceback (where the error is).
+    """Text PostgreSQL can store: no NUL (jsonb cannot hold it), no lone surrogates (from bytes
+    decoded with `surrogateescape`, which UTF-8 cannot encode: one such error text would make
+    every write of the batch fail, forever); the tail of a long traceback (where the error is)."""
     text = text.replace("\x00", "\\0")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) > limit:
         text = "…" + text[-(limit - 1) :]
     return text
 
 
 def describe_exception(exc: BaseException) -> str:
-    """`ExcType: message` (just `ExcType` when the message is empty)."""
-    message = str(exc)
+    """`ExcType: message` (just `ExcType` when the message is empty).
+
+    Never raises: a handler's exception may have a `__str__` that fails or returns a non-str.
+    """
     name = type(exc).__name__
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - whatever the handler's class does
+        message = "<exception str() failed>"
     text = f"{name}: {message}" if message else name
     return _clean(text, MAX_ERROR_CHARS)
 
 
-def format_traceback(exc: BaseException) -> str:
-    """The traceback as Python prints it, without local variables."""
-    return _clean("".join(traceback.format_exception(exc)), MAX_TRACEBACK_CHARS)
+def format_traceback(exc: BaseException) -> str | None:
+    """The traceback as Python prints it, without local variables (None if even that fails)."""
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except BaseException:  # noqa: BLE001 - a hostile exception must not stop the worker
+        return None
+    return _clean(text, MAX_TRACEBACK_CHARS)
 
 
 @dataclass

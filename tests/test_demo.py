@@ -145,6 +145,7 @@ def test_demo_starts_again_after_a_crash(demo_root: Path) -> None:
         check=False,
     )
     assert second.returncode == 0, second.stderr
+    assert "cleared the lock of a database server that had crashed" in second.stderr
     assert "succeeded" in second.stdout
     _assert_nothing_left(root)
 
@@ -214,3 +215,11 @@ def test_a_second_demo_on_the_same_directory_is_refused(demo_root: Path) -> None
         f"jobtui: error: another jobtui demo (pid 4242) is running in {root}"
     ]
     assert not (root / "pg").exists()
+
+
+def test_default_data_dir() -> None:
+    from jobtui.demo import default_data_dir
+
+    assert default_data_dir({"XDG_DATA_HOME": "/data"}, euid=0) == Path("/data/jobtui/demo")
+    assert default_data_dir({}, euid=1000) == Path.home() / ".local/share/jobtui/demo"
+    assert default_data_dir({}, euid=0) == Path("/var/tmp/jobtui-demo")  # keeps /root private

@@ -19,6 +19,7 @@ payload_and_error_render_inert).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
@@ -39,7 +40,7 @@ from jobtui.config import CONNECT_TIMEOUT_S
 from jobtui.enqueue import InvalidJob, JobSpec, enqueue, enqueue_many
 from jobtui.models import DeadFilter, JobFilter
 from jobtui.registry import Registry
-from jobtui.worker import Worker, WorkerSettings, current_job
+from jobtui.worker import Worker, WorkerSettings
 
 OSC52 = "\x1b]52;c;aGVsbG8=\x07"  # set the terminal's clipboard
 CLEAR = "\x1b[2J"  # clear the screen
@@ -90,7 +91,9 @@ async def test_a_10mb_payload_is_stored_intact_and_shown_by_the_cli_and_browse(
     blob = ("0123456789abcdé€" * 625_000)[:10_000_000]
     payload = {"blob": blob, "n": 1}
     job_id = await enqueue(aconn, "big", payload)
-    assert await fetchval(aconn, "SELECT payload = %s FROM jobs WHERE id = %s", (Jsonb(payload), job_id))
+    assert await fetchval(
+        aconn, "SELECT payload = %s FROM jobs WHERE id = %s", (Jsonb(payload), job_id)
+    )
     job = await browse.get_job(aconn, "public", job_id)
     assert job is not None and job.payload == payload
     listed = await browse.list_jobs(aconn, "public", JobFilter(kind="big"))
@@ -172,14 +175,18 @@ def test_bytes_that_are_not_utf8_in_cli_arguments_are_one_line(dsn: str) -> None
 
     from test_cli_support import JOBTUI, clean_env
 
-    for args in (["jobs", "list", "--kind", b"\xff\xfe"], ["enqueue", b"k\xff", "{}"]):
+    cases: list[list[str | bytes]] = [
+        ["jobs", "list", "--kind", b"\xff\xfe"],
+        ["enqueue", b"k\xff", "{}"],
+    ]
+    for args in cases:
         proc = subprocess.run(
             [*JOBTUI, "--dsn", dsn, *args], capture_output=True, env=clean_env(), timeout=60
         )
         err = proc.stderr.decode("utf-8", "replace")
         assert proc.returncode == 1, err
         assert len(err.splitlines()) == 1 and "Traceback" not in err
-        assert "jobtui: error:" in err and "\\udcff" in err
+        assert err.startswith("jobtui: error: ")
 
 
 # ---------------------------------------------------------------- attempts and run_at
@@ -384,7 +391,7 @@ async def test_handlers_returning_values_that_are_not_json_still_succeed(
     ids = [await enqueue(aconn, k, {}) for k in ("obj", "lam", "gen", "nan")]
     async with running_worker(dsn, reg):
         for job_id in ids:
-            await wait_until(lambda job_id=job_id: succeeded(aconn, job_id), what=f"job {job_id}")
+            await wait_until(functools.partial(succeeded, aconn, job_id), what=f"job {job_id}")
     assert await fetchval(aconn, "SELECT count(*) FROM dead_letters") == 0
     assert await fetchval(aconn, "SELECT count(*) FROM jobs WHERE last_error IS NOT NULL") == 0
 
@@ -413,7 +420,7 @@ async def test_a_plain_handler_that_ignores_its_timeout_does_not_stop_the_worker
             )
             ids = [await enqueue(aconn, "fine", {"n": i}) for i in range(5)]
             for job_id in ids:
-                await wait_until(lambda job_id=job_id: succeeded(aconn, job_id), what="fine")
+                await wait_until(functools.partial(succeeded, aconn, job_id), what="fine")
             t0 = time.monotonic()
             worker.request_stop()
         assert time.monotonic() - t0 < worker.settings.shutdown_grace + 5
@@ -447,8 +454,9 @@ async def test_an_async_handler_that_swallows_cancellation_is_released_at_stop(
         dsn,
         "public",
         reg,
-        WorkerSettings(poll_interval=0.1, heartbeat_interval=0.2, heartbeat_timeout=2.0,
-                       shutdown_grace=0.5),
+        WorkerSettings(
+            poll_interval=0.1, heartbeat_interval=0.2, heartbeat_timeout=2.0, shutdown_grace=0.5
+        ),
     )
     task = asyncio.create_task(worker.run())
     try:
@@ -484,7 +492,7 @@ async def test_a_handler_leaking_threads_does_not_keep_the_worker_from_stopping(
     try:
         async with running_worker(dsn, reg, shutdown_grace=1.0) as worker:
             for job_id in ids:
-                await wait_until(lambda job_id=job_id: succeeded(aconn, job_id), what="leaky")
+                await wait_until(functools.partial(succeeded, aconn, job_id), what="leaky")
             t0 = time.monotonic()
             worker.request_stop()
         assert time.monotonic() - t0 < 3
@@ -542,6 +550,7 @@ async def test_escape_sequences_and_markup_from_a_handler_are_stored_intact_and_
 async def test_the_console_job_detail_shows_escape_sequences_and_markup_inert(
     dsn: str, conn: psycopg.Connection
 ) -> None:
+    from textual.geometry import Region
     from textual.widgets import Static
 
     from jobtui.console_config import ConsoleConfig
@@ -563,13 +572,15 @@ async def test_the_console_job_detail_shows_escape_sequences_and_markup_inert(
     )
 
     def text_of(widget: Any) -> str:
+        """What the widget shows, as text (the lines it renders, joined)."""
         content = widget.content if isinstance(widget, Static) else None
         if isinstance(content, Text):
             return content.plain
-        return str(content) if content is not None else ""
+        region = Region(0, 0, widget.size.width, widget.size.height)
+        return "".join(strip.text.rstrip() for strip in widget.render_lines(region))
 
     app = JobtuiApp(dsn, "public", config=ConsoleConfig(refresh_s=0.5))
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press("2")
         for _ in range(160):
             await pilot.pause(0.05)
@@ -616,8 +627,12 @@ def test_a_kind_shaped_like_sql_injection_through_the_cli_is_just_text(
 ) -> None:
     enqueue(conn, "k", {})
     assert assert_ok(run_cli("jobs", "list", "--kind", INJECTION, dsn=dsn)) == "no jobs match\n"
-    assert assert_ok(run_cli("dead", "list", "--kind", INJECTION, dsn=dsn)) == "no dead letters\n"
-    out = assert_ok(run_cli("enqueue", INJECTION, '{"x": "\'; DROP TABLE dead_letters; --"}', dsn=dsn))
+    assert assert_ok(run_cli("dead", "list", "--kind", INJECTION, dsn=dsn)) == (
+        "no dead letters match\n"
+    )
+    out = assert_ok(
+        run_cli("enqueue", INJECTION, '{"x": "\'; DROP TABLE dead_letters; --"}', dsn=dsn)
+    )
     listed = assert_ok(run_cli("jobs", "list", "--kind", INJECTION, dsn=dsn))
     assert out.strip() in listed and INJECTION in listed
     assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (2,)
@@ -701,3 +716,108 @@ def test_a_wrong_password_on_the_machine_postgresql(pg_server_dsn: str) -> None:
             )
         finally:
             admin.execute(f"DROP ROLE {role}")
+
+
+async def test_a_payload_too_deep_for_python_inserted_by_sql_fails_only_its_own_job(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """An article-style producer can INSERT jsonb 5000 levels deep (PostgreSQL accepts it);
+    Python's decoder cannot read it back. That job fails with a clear error and ends dead;
+    the jobs claimed in the same batch run normally."""
+    reg = Registry()
+    seen: list[Any] = []
+
+    @reg.handler("deep", max_attempts=1)
+    async def deep(p: Any) -> None:
+        seen.append(p)
+
+    await aconn.execute(
+        "INSERT INTO jobs (kind, payload) VALUES ('deep', %s::jsonb)", ("[" * 5000 + "]" * 5000,)
+    )
+    ok = [await enqueue(aconn, "deep", {"n": i}) for i in range(5)]
+    async with running_worker(dsn, reg, concurrency=10):
+        await wait_until(
+            lambda: fetchval(aconn, "SELECT count(*) = 1 FROM dead_letters"), what="dead"
+        )
+        for job_id in ok:
+            await wait_until(functools.partial(succeeded, aconn, job_id), what="the other jobs")
+    _, last_error, _, reason, attempts = await dead_row(aconn, "deep")
+    assert last_error == (
+        "UndecodablePayload: payload is nested too deeply for Python's JSON decoder "
+        "(10000 characters)"
+    )
+    assert (reason, attempts) == ("failed", 1)
+    assert sorted(p["n"] for p in seen) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_attempts": 2**31}, "max_attempts of 'k' must be an integer from 1 to 2147483647"),
+        ({"max_attempts": -1}, "max_attempts of 'k' must be an integer from 1 to 2147483647"),
+        ({"backoff_cap": float("inf")}, "backoff_cap of 'k' must be at most 3.1536e+08, not inf"),
+        (
+            {"backoff_base": 1e12},
+            "backoff_base of 'k' must be at most 3.1536e+08, not 1000000000000.0",
+        ),
+    ],
+)
+def test_handler_options_the_database_could_not_hold_are_refused(
+    options: dict[str, Any], message: str
+) -> None:
+    """A retry whose run_at or max_attempts PostgreSQL cannot store would fail the outcome
+    write on every try, holding up every other outcome: refused when the handler is declared."""
+    with pytest.raises(ValueError) as info:
+        Registry().handler("k", **options)
+    assert str(info.value) == message
+
+
+# ------------------------------------------- known gaps in files this suite does not own
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jobtui/enqueue.py: a lone surrogate passes validation and PostgreSQL refuses the "
+    "JSON (InvalidTextRepresentation); it should be InvalidJob",
+)
+def test_a_lone_surrogate_in_a_payload_is_refused_with_invalid_job(
+    conn: psycopg.Connection,
+) -> None:
+    with pytest.raises(InvalidJob, match="surrogate"):
+        enqueue(conn, "k", {"name": "caf\udce9"})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jobtui/enqueue.py: run_at + delay after 9999-12-31 is stored, and then no Python "
+    "client can read the row (see the next case); it should be InvalidJob",
+)
+def test_a_run_at_past_year_9999_is_refused_with_invalid_job(conn: psycopg.Connection) -> None:
+    with pytest.raises(InvalidJob, match="9999"):
+        enqueue(
+            conn,
+            "k",
+            {},
+            run_at=datetime(9999, 12, 31, tzinfo=UTC),
+            delay=timedelta(days=2),
+        )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jobtui/browse.py: one row Python cannot decode (jsonb nested 5000 deep, or run_at "
+    "after year 9999, both insertable by SQL) makes every page containing it fail: "
+    "RecursionError / DataError; CLI `jobs list` fails and the console's Jobs tab hangs",
+)
+async def test_rows_python_cannot_decode_do_not_break_job_listings(
+    aconn: psycopg.AsyncConnection,
+) -> None:
+    await enqueue(aconn, "fine", {})
+    await aconn.execute(
+        "INSERT INTO jobs (kind, payload) VALUES ('deep', %s::jsonb)", ("[" * 5000 + "]" * 5000,)
+    )
+    await aconn.execute(
+        "INSERT INTO jobs (kind, payload, run_at) VALUES ('far', '{}', '10000-01-02+00')"
+    )
+    page = await browse.list_jobs(aconn, "public", JobFilter())
+    assert len(page.rows) == 3

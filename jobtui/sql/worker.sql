@@ -11,6 +11,8 @@
 -- the UPDATE then finds the rows by primary key. Paused kinds are removed from the kinds list
 -- rather than filtered per row: a `kind <> ALL(…)` filter is estimated to keep almost no rows
 -- when there are few kinds, and the planner then sorts every pending row instead.
+-- The payload comes back as text and is decoded job by job (worker_db.decode_payload): one
+-- payload Python cannot decode (nested too deeply) must fail its own job, not the whole batch.
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1
 WHERE j.id = ANY(ARRAY(
@@ -24,7 +26,7 @@ WHERE j.id = ANY(ARRAY(
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED))
   AND j.attempts < j.max_attempts
-RETURNING j.id, j.kind, j.payload, j.attempts, j.max_attempts
+RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 
 -- name: worker_complete
 -- Group commit of successful jobs: one statement for every completion buffered so far.
