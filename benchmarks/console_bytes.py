@@ -25,8 +25,13 @@ from benchmarks.common import Bench, Figure, ScenarioSkipped, at_most, child_env
 COLS, ROWS = 120, 40
 
 
+def console_argv(dsn: str, refresh: float = 2.0) -> list[str]:
+    """`jobtui` arguments that open the console."""
+    return ["--dsn", dsn, "console", "--refresh", f"{refresh:g}s"]
+
+
 def console_command(dsn: str, refresh: float = 2.0) -> list[str]:
-    argv = ["--dsn", dsn, "console", "--refresh", f"{refresh:g}s"]
+    argv = console_argv(dsn, refresh)
     code = f"import sys; from jobtui.cli import main; sys.exit(main({argv!r}))"
     return [sys.executable, "-c", code]
 
@@ -34,7 +39,9 @@ def console_command(dsn: str, refresh: float = 2.0) -> list[str]:
 class ConsolePty:
     """The console in a pty of COLS×ROWS; read() keeps its output flowing."""
 
-    def __init__(self, dsn: str, cols: int = COLS, rows: int = ROWS) -> None:
+    def __init__(
+        self, dsn: str, cols: int = COLS, rows: int = ROWS, cmd: list[str] | None = None
+    ) -> None:
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         env = child_env(TERM="xterm-256color", COLORTERM="truecolor")
@@ -45,7 +52,7 @@ class ConsolePty:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         self.proc = subprocess.Popen(
-            console_command(dsn),
+            cmd or console_command(dsn),
             stdin=slave,
             stdout=slave,
             stderr=slave,

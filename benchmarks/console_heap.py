@@ -1,55 +1,31 @@
-"""Where the console's memory grows: the app headless (`run_test`, 120×40) under tracemalloc.
+"""Where the console's memory grows: the real console under tracemalloc.
 
-`python -m benchmarks.console_heap DSN SECONDS` — the live refresh runs and the tabs are pressed
-1–4 in turn every 5 s, as in console_memory; a tracemalloc snapshot is taken after a third of
-the time and another at the end, and the biggest growths by source line are printed. Run by
-`run.py --heap` after console_memory; slower than the real console (tracemalloc), so its
-figures are for finding a leak, not for the table.
+`python -m benchmarks.console_heap FIRST_S LAST_S OUT -- JOBTUI_ARGS…` starts tracemalloc, runs
+`jobtui.cli.main(JOBTUI_ARGS)` (the real console, in the caller's pty), and from a background
+thread takes a snapshot FIRST_S seconds in and another LAST_S seconds in, then writes the source
+lines whose live allocations grew most in between to OUT. Used by `run.py --heap`
+(console_memory); tracemalloc makes the console slower and bigger, so the RSS of such a run is
+not the figure for the table, only a pointer to what grows.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
+import threading
 import time
 import tracemalloc
+from pathlib import Path
 
 TOP = 15
 
 
-async def main(dsn: str, seconds: float) -> None:
-    from jobtui.console_config import ConsoleConfig
-    from jobtui.tui.app import JobtuiApp
-
-    tracemalloc.start(12)
-    app = JobtuiApp(dsn, "public", config=ConsoleConfig(refresh_s=2.0))
-    report: list[str] = []
-    try:
-        async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.pause(3.0)  # mounted and first refresh done
-            t0 = time.monotonic()
-            first: tracemalloc.Snapshot | None = None
-            tab = 0
-            while (elapsed := time.monotonic() - t0) < seconds:
-                await pilot.pause(5.0)
-                tab = (tab + 1) % 4
-                await pilot.press(str(tab + 1))
-                if first is None and elapsed >= seconds / 3:
-                    first = tracemalloc.take_snapshot()
-            if first is not None:
-                report = growth(first, tracemalloc.take_snapshot())
-    except Exception as exc:  # noqa: BLE001 - a diagnostic: say what failed in one line
-        report.append(f"console stopped: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-    print("\n".join(report) or "no snapshot taken")
-
-
 def growth(first: tracemalloc.Snapshot, last: tracemalloc.Snapshot) -> list[str]:
     """The source lines whose live allocations grew most between the two snapshots."""
-    keep = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    keep = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, __file__)]
     stats = last.filter_traces(keep).compare_to(first.filter_traces(keep), "lineno")
     total = sum(s.size_diff for s in stats)
     stats.sort(key=lambda s: s.size_diff, reverse=True)
-    lines = [f"traced growth over the last two thirds: {total / 1024:+.0f} KiB; biggest:"]
+    lines = [f"python heap growth between the snapshots: {total / 1024:+.0f} KiB; biggest:"]
     for stat in stats[:TOP]:
         frame = stat.traceback[0]
         lines.append(
@@ -59,5 +35,23 @@ def growth(first: tracemalloc.Snapshot, last: tracemalloc.Snapshot) -> list[str]
     return lines
 
 
+def watch(first_s: float, last_s: float, out: Path) -> None:
+    t0 = time.monotonic()
+    time.sleep(first_s)
+    first = tracemalloc.take_snapshot()
+    time.sleep(max(0.0, last_s - (time.monotonic() - t0)))
+    out.write_text("\n".join(growth(first, tracemalloc.take_snapshot())) + "\n")
+
+
+def main() -> int:
+    first_s, last_s, out = float(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])
+    argv = sys.argv[sys.argv.index("--") + 1 :]
+    tracemalloc.start(1)
+    threading.Thread(target=watch, args=(first_s, last_s, out), daemon=True).start()
+    from jobtui.cli import main as jobtui_main
+
+    return jobtui_main(argv)
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], float(sys.argv[2])))
+    sys.exit(main())

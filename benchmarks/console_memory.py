@@ -9,31 +9,56 @@ Reported: the last sample, and the growth over the second half of the run ("not 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from benchmarks import bigdata
-from benchmarks.common import ROOT, Bench, Figure, at_most, child_env, rss_kb
-from benchmarks.console_bytes import ConsolePty
+from benchmarks.common import Bench, Figure, at_most, rss_kb
+from benchmarks.console_bytes import ConsolePty, console_argv
 
 TABS = ("1", "2", "3", "4")
+TAB_EVERY_S = 5.0
 
 
-def heap(dsn: str, seconds: float) -> None:
-    """Print where the console's Python heap grows (benchmarks.console_heap, a child)."""
-    import subprocess
-    import sys
+def drive(console: ConsolePty, duration: float, sample_every: float) -> list[tuple[float, float]]:
+    """Keep the console refreshing, press a tab key every 5 s, sample its RSS (t, MB)."""
+    series: list[tuple[float, float]] = []
+    console.read_for(5)  # start-up
+    t0 = time.monotonic()
+    next_sample, next_tab, tab = t0, t0 + TAB_EVERY_S, 0
+    while True:
+        now = time.monotonic()
+        if now >= next_sample:
+            series.append((now - t0, rss_kb(console.pid) / 1024))
+            print(f"    t={now - t0:5.0f}s rss={series[-1][1]:.1f} MB", flush=True)
+            next_sample += sample_every
+            if now - t0 >= duration:
+                return series
+        if now >= next_tab:
+            tab = (tab + 1) % len(TABS)
+            console.press(TABS[tab])
+            next_tab += TAB_EVERY_S
+        console.read_for(max(0.05, min(next_sample, next_tab) - time.monotonic()))
 
-    print(f"    tracemalloc pass, {seconds:.0f}s (run.py --heap):", flush=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.console_heap", dsn, str(seconds)],
-        env=child_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=seconds + 120,
-    )
-    out = (done.stdout + done.stderr).strip().splitlines()
-    for line in out[-20:]:
+
+def heap(bench: Bench, dsn: str, seconds: float) -> None:
+    """A second pass under tracemalloc (benchmarks.console_heap); print what grew."""
+    out = bench.tmp / f"heap-{time.time_ns()}.txt"
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.console_heap",
+        str(seconds / 3),
+        str(seconds),
+        str(out),
+        "--",
+        *console_argv(dsn),
+    ]
+    print(f"    tracemalloc pass ({seconds:.0f}s; its RSS is not comparable):", flush=True)
+    with ConsolePty(dsn, cmd=cmd) as console:
+        drive(console, seconds + 10, max(10.0, seconds / 4))
+    text = out.read_text() if out.exists() else "no report (the console stopped early)"
+    for line in text.strip().splitlines():
         print("    " + line, flush=True)
 
 
@@ -41,28 +66,11 @@ def run(bench: Bench) -> list[Figure]:
     minutes = float(os.environ.get("JOBTUI_BENCH_MINUTES") or (0.5 if bench.quick else 10))
     duration = minutes * 60
     sample_every = 30.0 if duration >= 300 else max(5.0, duration / 6)
-    tab_every = 5.0
-    series: list[tuple[float, float]] = []
     with bench.fresh_db("console_memory", template=bigdata.template(bench)) as dsn:
         with ConsolePty(dsn) as console:
-            console.read_for(5)  # start-up
-            t0 = time.monotonic()
-            next_sample, next_tab, tab = t0, t0 + tab_every, 0
-            while True:
-                now = time.monotonic()
-                if now >= next_sample:
-                    series.append((now - t0, rss_kb(console.pid) / 1024))
-                    print(f"    t={now - t0:5.0f}s rss={series[-1][1]:.1f} MB", flush=True)
-                    next_sample += sample_every
-                    if now - t0 >= duration:
-                        break
-                if now >= next_tab:
-                    tab = (tab + 1) % len(TABS)
-                    console.press(TABS[tab])
-                    next_tab += tab_every
-                console.read_for(max(0.05, min(next_sample, next_tab) - time.monotonic()))
+            series = drive(console, duration, sample_every)
         if os.environ.get("JOBTUI_BENCH_HEAP"):
-            heap(dsn, min(duration, 180.0))
+            heap(bench, dsn, min(duration, 180.0))
     last = series[-1][1]
     half = [mb for t, mb in series if t >= duration / 2]
     growth = half[-1] - half[0] if len(half) > 1 else 0.0

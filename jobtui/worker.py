@@ -22,7 +22,10 @@ crashes its worker is not released (the worker is gone), so its attempt still co
 
 Limits worth knowing: a plain handler cannot be interrupted, only asked (its cancel event); one
 that ignores the event past a timeout or the grace keeps its thread while its job is retried or
-released. An async handler that blocks the event loop stops the heartbeat too, and after
+released. An async handler that swallows its cancellation is abandoned at shutdown the same way:
+its job is released, not left locked by a worker that is gone. A payload PostgreSQL stored but
+Python cannot decode (jsonb nested thousands deep) fails that job's attempt, not the batch.
+An async handler that blocks the event loop stops the heartbeat too, and after
 `heartbeat_timeout` its jobs are rescued by other workers; if this worker wakes up, it sees that
 the database no longer says it holds them and stops their handlers, and its outcomes are refused.
 """

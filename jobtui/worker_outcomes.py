@@ -13,17 +13,20 @@ MAX_TRACEBACK_CHARS = 20_000
 MAX_ERROR_CHARS = 2_000
 
 
-def _clean(text: str, limit: int) -> str:
+def _clean(text: str, limit: int, *, keep_tail: bool) -> str:
     """Text PostgreSQL can store: no NUL (jsonb cannot hold it), no lone surrogates (from bytes
     decoded with `surrogateescape`, which UTF-8 cannot encode: one such error text would make
-    every write of the batch fail, forever); the tail of a long traceback (where the error is)."""
+    every write of the batch fail, forever), at most `limit` characters: the tail of a
+    traceback (where the error is), the head of a message (its type, which groups failures)."""
+    if len(text) > 4 * limit:  # a handler may raise with megabytes of message: cut first
+        text = text[-4 * limit :] if keep_tail else text[: 4 * limit]
     text = text.replace("\x00", "\\0")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) > limit:
-        text = "…" + text[-(limit - 1) :]
+        text = "…" + text[-(limit - 1) :] if keep_tail else text[: limit - 1] + "…"
     return text
 
 
@@ -38,7 +41,7 @@ def describe_exception(exc: BaseException) -> str:
     except BaseException:  # noqa: BLE001 - whatever the handler's class does
         message = "<exception str() failed>"
     text = f"{name}: {message}" if message else name
-    return _clean(text, MAX_ERROR_CHARS)
+    return _clean(text, MAX_ERROR_CHARS, keep_tail=False)
 
 
 def format_traceback(exc: BaseException) -> str | None:
@@ -47,7 +50,7 @@ def format_traceback(exc: BaseException) -> str | None:
         text = "".join(traceback.format_exception(exc))
     except BaseException:  # noqa: BLE001 - a hostile exception must not stop the worker
         return None
-    return _clean(text, MAX_TRACEBACK_CHARS)
+    return _clean(text, MAX_TRACEBACK_CHARS, keep_tail=True)
 
 
 @dataclass

@@ -821,3 +821,36 @@ async def test_rows_python_cannot_decode_do_not_break_job_listings(
     )
     page = await browse.list_jobs(aconn, "public", JobFilter())
     assert len(page.rows) == 3
+
+
+async def test_a_handler_raising_a_10mb_message_stores_its_head_and_the_traceback_tail(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """The message keeps its head (the exception type groups failures), the traceback its
+    tail (where the error is); both bounded, the worker unharmed."""
+    from jobtui.worker_outcomes import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
+
+    reg = Registry()
+
+    @reg.handler("loud", max_attempts=1)
+    def loud(p: Any) -> None:
+        raise ValueError("start " + "x" * 10_000_000 + " end")
+
+    await enqueue(aconn, "loud", {})
+    async with running_worker(dsn, reg):
+        await wait_until(
+            lambda: fetchval(aconn, "SELECT count(*) = 1 FROM dead_letters"), what="dead"
+        )
+    _, last_error, errors, _, _ = await dead_row(aconn, "loud")
+    assert last_error.startswith("ValueError: start xxx") and last_error.endswith("x…")
+    assert len(last_error) == MAX_ERROR_CHARS
+    tb = errors[0]["traceback"]
+    assert tb.startswith("…") and tb.endswith("x end\n") and len(tb) == MAX_TRACEBACK_CHARS
+
+
+def test_a_kind_too_long_for_a_notify_is_one_line_from_the_cli(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    proc = run_cli("enqueue", "k" * 10_000, "{}", dsn=dsn)
+    assert_one_error(proc, 1, "jobtui: error: ")
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
