@@ -17,7 +17,6 @@ from benchmarks.common import Bench, Figure, at_most, rss_kb
 from benchmarks.console_bytes import ConsolePty, console_argv
 
 TABS = ("1", "2", "3", "4")
-TAB_EVERY_S = 5.0
 
 
 def drive(console: ConsolePty, duration: float, sample_every: float) -> list[tuple[float, float]]:
@@ -25,7 +24,9 @@ def drive(console: ConsolePty, duration: float, sample_every: float) -> list[tup
     series: list[tuple[float, float]] = []
     console.read_for(5)  # start-up
     t0 = time.monotonic()
-    next_sample, next_tab, tab = t0, t0 + TAB_EVERY_S, 0
+    tab_every = float(os.environ.get("JOBTUI_BENCH_TAB_EVERY") or 5.0)  # 0: stay on Overview
+    next_sample, tab = t0, 0
+    next_tab = t0 + tab_every if tab_every > 0 else float("inf")
     while True:
         now = time.monotonic()
         if now >= next_sample:
@@ -37,7 +38,7 @@ def drive(console: ConsolePty, duration: float, sample_every: float) -> list[tup
         if now >= next_tab:
             tab = (tab + 1) % len(TABS)
             console.press(TABS[tab])
-            next_tab += TAB_EVERY_S
+            next_tab += tab_every
         console.read_for(max(0.05, min(next_sample, next_tab) - time.monotonic()))
 
 

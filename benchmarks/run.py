@@ -63,6 +63,12 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
         " PgQueuer's is its batch size)",
     )
     parser.add_argument(
+        "--tab-every",
+        type=float,
+        metavar="S",
+        help="console_memory: press the next tab key every S seconds (default 5; 0: never)",
+    )
+    parser.add_argument(
         "--heap", action="store_true", help="console_memory: also trace where the heap grows"
     )
     parser.add_argument(
@@ -81,6 +87,8 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
         setattr(args, flag, chosen)
     if args.runs is not None and args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.tab_every is not None and args.tab_every < 0:
+        parser.error("--tab-every must be 0 or more")
     if args.minutes is not None and args.minutes <= 0:
         parser.error("--minutes must be more than 0")
     if args.concurrency:
@@ -118,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["JOBTUI_BENCH_EXPLAIN"] = "1"
     if args.heap:
         os.environ["JOBTUI_BENCH_HEAP"] = "1"
+    if args.tab_every is not None:
+        os.environ["JOBTUI_BENCH_TAB_EVERY"] = str(args.tab_every)
     if args.minutes is not None:
         os.environ["JOBTUI_BENCH_MINUTES"] = str(args.minutes)
     dsn, origin, server = start_server(bench.tmp)

@@ -8,6 +8,7 @@ and picks the index that fits (see `sql/browse.sql`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -137,13 +138,25 @@ def _errors(value: Any) -> list[ErrorEntry]:
     return [ErrorEntry.from_json(item) for item in value if isinstance(item, dict)]
 
 
+def decode_payload(text: str | None) -> Any:
+    """The payload from its JSON text; a placeholder string for one Python cannot decode."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        return f"<payload nested too deeply to decode ({len(text):,} characters)>"
+    except ValueError as exc:
+        return f"<payload cannot be decoded: {exc}>"
+
+
 def job_row(r: dict[str, Any]) -> JobRow:
     """A JobRow from a `browse_jobs_page`-shaped row."""
     return JobRow(
         id=r["id"],
         kind=r["kind"],
         state=r["state"],
-        payload=r["payload"],
+        payload=decode_payload(r["payload"]),
         priority=r["priority"],
         attempts=r["attempts"],
         max_attempts=r["max_attempts"],
@@ -164,7 +177,7 @@ def dead_row(r: dict[str, Any]) -> DeadLetterRow:
     return DeadLetterRow(
         id=r["id"],
         kind=r["kind"],
-        payload=r["payload"],
+        payload=decode_payload(r["payload"]),
         priority=r["priority"],
         attempts=r["attempts"],
         max_attempts=r["max_attempts"],

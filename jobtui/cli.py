@@ -57,9 +57,12 @@ def non_negative_int(text: str) -> int:
 
 
 def positive_int(text: str) -> int:
-    value = non_negative_int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError("expected 1 or more")
+        raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
     return value
 
 
@@ -490,6 +493,8 @@ def explain(exc: BaseException) -> tuple[str, int]:
         return describe_error(exc), 1
     if isinstance(exc, _user_errors()):
         return str(exc), 1
+    if isinstance(exc, UnicodeEncodeError) and "surrogates not allowed" in str(exc):
+        return "an argument or input is not valid UTF-8", 1
     if isinstance(exc, OSError) and exc.filename is not None:
         return f"{exc.filename}: {exc.strerror or exc}", 1
     if isinstance(exc, OSError):

@@ -184,6 +184,8 @@ def _parse_payload(text: str | None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(_json_error("invalid JSON payload", exc)) from None
+    except RecursionError:
+        raise CliError("invalid JSON payload: nested too deeply") from None
 
 
 def _parse_time(text: str, where: str) -> datetime:
@@ -207,6 +209,8 @@ def _line_spec(lineno: int, raw: str, path: str) -> Any:
         item = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CliError(f"{where}: invalid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise CliError(f"{where}: invalid JSON: nested too deeply") from None
     if not isinstance(item, dict):
         raise CliError(f'{where}: expected an object with "kind" and "payload"')
     unknown = set(item) - {"kind", "payload", "run_at", "delay", "max_attempts", "priority"}

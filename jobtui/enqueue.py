@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
 import psycopg
@@ -22,6 +22,7 @@ from jobtui.db import connect
 from jobtui.sql import notify_channel, queries
 
 DEFAULT_MAX_ATTEMPTS = 5
+MAX_KIND_CHARS = 200
 
 
 class InvalidJob(ValueError):
@@ -42,25 +43,51 @@ class JobSpec:
     def validated(self) -> JobSpec:
         if not isinstance(self.kind, str) or not self.kind.strip():
             raise InvalidJob("job kind must be a non-empty string")
+        if len(self.kind) > MAX_KIND_CHARS:
+            raise InvalidJob(f"job kind is longer than {MAX_KIND_CHARS} characters")
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise InvalidJob(f"max_attempts must be an integer, not {self.max_attempts!r}")
         if self.max_attempts < 1:
             raise InvalidJob(f"max_attempts must be at least 1, not {self.max_attempts}")
+        if self.max_attempts >= 2**31:
+            raise InvalidJob(f"max_attempts {self.max_attempts} is out of range")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             raise InvalidJob(f"priority must be an integer, not {self.priority!r}")
         if not -(2**31) <= self.priority < 2**31:
             raise InvalidJob(f"priority {self.priority} is out of range")
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be timezone-aware")
+        self._check_when()
+        self._check_payload()
+        return self
+
+    def _check_when(self) -> None:
+        """Refuse a time after 9999-12-31: PostgreSQL stores it, but no client can read it."""
+        start = self.run_at or datetime.now(UTC)
         try:
-            text = json.dumps(self.payload, allow_nan=False)
+            start + (self.delay or timedelta(0))
+        except OverflowError:
+            raise InvalidJob(
+                "run_at must be before the end of 9999-12-31 (later dates cannot be read back)"
+            ) from None
+
+    def _check_payload(self) -> None:
+        try:
+            text = json.dumps(self.payload, allow_nan=False, ensure_ascii=False)
+        except RecursionError:
+            raise InvalidJob("payload is nested too deeply to store") from None
         except (TypeError, ValueError) as exc:
             raise InvalidJob(f"payload is not JSON-serialisable: {exc}") from None
         if "\\u0000" in text:
             raise InvalidJob(
                 "payload contains a NUL character, which PostgreSQL jsonb cannot store"
             )
-        return self
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidJob(
+                "payload contains a lone surrogate (text that is not valid Unicode)"
+            ) from None
 
 
 def _spec(item: JobSpec | Mapping[str, Any]) -> JobSpec:

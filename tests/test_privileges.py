@@ -226,11 +226,6 @@ async def test_as_operator_the_audit_log_cannot_be_altered_or_deleted(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="jobtui/sql/roles.sql grants INSERT on every audit_log column, so an operator can "
-    "write another db_role (and a backdated `at`); see the privileges report",
-)
 async def test_as_operator_the_database_role_of_an_audit_row_cannot_be_forged(
     dsn: str, conn: psycopg.Connection, logins: dict[str, tuple[str, str]]
 ) -> None:

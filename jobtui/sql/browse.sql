@@ -42,6 +42,9 @@ AND (%(error)s::text IS NULL OR d.last_error ILIKE %(error)s::text ESCAPE '\')
  OR d.payload::text ILIKE %(pattern)s::text ESCAPE '\')
 
 -- name: browse_jobs_page
+-- Payloads come back as text and run_at is clamped to year 9999, so that one row a Python
+-- client cannot decode (jsonb nested deeper than json.loads allows, a date after 9999,
+-- both insertable by plain SQL) shows as such instead of breaking the page.
 SELECT j.id, j.kind,
        CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
             WHEN j.finished_at IS NOT NULL THEN 'succeeded'
@@ -49,7 +52,8 @@ SELECT j.id, j.kind,
             WHEN j.attempts > 0 THEN 'retrying'
             WHEN j.run_at > now() THEN 'scheduled'
             ELSE 'ready' END AS state,
-       j.payload, j.priority, j.attempts, j.max_attempts, j.run_at, j.created_at,
+       j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
+       least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
        j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
        j.last_error, j.errors
 FROM __schema__.jobs j
@@ -67,7 +71,8 @@ SELECT j.id, j.kind,
             WHEN j.attempts > 0 THEN 'retrying'
             WHEN j.run_at > now() THEN 'scheduled'
             ELSE 'ready' END AS state,
-       j.payload, j.priority, j.attempts, j.max_attempts, j.run_at, j.created_at,
+       j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
+       least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
        j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
        j.last_error, j.errors
 FROM __schema__.jobs j
@@ -77,8 +82,8 @@ WHERE j.id = %(id)s
 SELECT count(*) FROM __schema__.jobs j WHERE __job_where__ AND __job_text__
 
 -- name: browse_dead_page
-SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
-       d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
+       d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
 FROM __schema__.dead_letters d
 WHERE (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
   AND __dead_where__
@@ -87,8 +92,8 @@ ORDER BY d.id DESC
 LIMIT %(limit)s
 
 -- name: browse_dead_by_id
-SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
-       d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
+       d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
 FROM __schema__.dead_letters d
 WHERE d.id = %(id)s
 
@@ -127,16 +132,16 @@ SELECT kind FROM __schema__.paused_kinds
 ORDER BY 1
 
 -- name: browse_can_write
-SELECT has_table_privilege('__schema__.jobs', 'UPDATE')
+SELECT has_any_column_privilege('__schema__.jobs', 'UPDATE')
    AND has_table_privilege('__schema__.dead_letters', 'DELETE')
-   AND has_table_privilege('__schema__.audit_log', 'INSERT') AS privileged,
+   AND has_any_column_privilege('__schema__.audit_log', 'INSERT') AS privileged,
        current_setting('transaction_read_only') = 'on'
     OR current_setting('default_transaction_read_only') = 'on'
     OR pg_is_in_recovery() AS read_only
 
 -- name: browse_dead_by_ids_page
-SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
-       d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
+       d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
 FROM __schema__.dead_letters d
 WHERE d.id = ANY(%(ids)s::bigint[])
   AND (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
@@ -170,7 +175,8 @@ LEFT JOIN LATERAL (
               WHEN j.attempts > 0 THEN 'retrying'
               WHEN j.run_at > now() THEN 'scheduled'
               ELSE 'ready' END AS state,
-         j.payload, j.priority, j.attempts, j.max_attempts, j.run_at, j.created_at,
+         j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
+       least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
          j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
          j.last_error, j.errors
   FROM __schema__.jobs j
@@ -193,8 +199,8 @@ WITH scope AS MATERIALIZED (
 SELECT b.scope_lo, b.scope_n, r.*
 FROM bounds b
 LEFT JOIN LATERAL (
-  SELECT d.id, d.kind, d.payload, d.priority, d.attempts, d.max_attempts, d.created_at,
-         d.run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+  SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
+         d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
   FROM __schema__.dead_letters d
   WHERE d.id = ANY(ARRAY(SELECT id FROM hits))
 ) r ON true

@@ -35,7 +35,9 @@ GRANT INSERT, DELETE ON __schema__.dead_letters TO __prefix__operator;
 -- error histories unalterable.
 GRANT UPDATE (reason) ON __schema__.dead_letters TO __prefix__operator;
 GRANT INSERT, DELETE ON __schema__.paused_kinds TO __prefix__operator;
-GRANT INSERT ON __schema__.audit_log TO __prefix__operator;
+-- Column list: the role and time of an audit row come from the column defaults
+-- (current_user, now()) and cannot be forged.
+GRANT INSERT (os_user, action, ids, filter, count) ON __schema__.audit_log TO __prefix__operator;
 GRANT USAGE ON SEQUENCE __schema__.audit_log_id_seq, __schema__.jobs_id_seq
   TO __prefix__operator;
 
@@ -48,6 +50,6 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON __schema__.workers TO __prefix__worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON __schema__.kind_stats TO __prefix__worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON __schema__.queue_samples TO __prefix__worker;
 GRANT SELECT ON __schema__.paused_kinds, __schema__.jobtui_migrations TO __prefix__worker;
-GRANT INSERT ON __schema__.audit_log TO __prefix__worker;
+GRANT INSERT (os_user, action, ids, filter, count) ON __schema__.audit_log TO __prefix__worker;
 GRANT USAGE ON SEQUENCE __schema__.audit_log_id_seq, __schema__.jobs_id_seq
   TO __prefix__worker;
