@@ -21,7 +21,7 @@ test: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check jobtui tests benchmarks
+	$(VENV)/bin/ruff check --no-cache jobtui tests benchmarks
 	$(VENV)/bin/mypy
 
 screenshots: install

@@ -293,6 +293,42 @@ def wait_for(
     raise ScenarioSkipped(f"{what}: timed out after {timeout:.0f}s {detail}".strip())
 
 
+def server_pids(bench: Bench) -> set[int]:
+    """The embedded server's postmaster and its children (empty for JOBTUI_BENCH_DSN)."""
+    pid_file = bench.tmp / "pg" / "postmaster.pid"
+    try:
+        postmaster = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return set()
+    pids = {postmaster}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as fh:
+                    for line in fh:
+                        if line.startswith("PPid:"):
+                            if int(line.split()[1]) == postmaster:
+                                pids.add(int(entry))
+                            break
+            except OSError:
+                continue
+    return pids
+
+
+def cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU seconds used so far by these processes (those still alive)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / hz
+
+
 def rss_kb(pid: int | None = None) -> int:
     """Resident set size in kB from /proc (VmRSS)."""
     path = f"/proc/{pid or 'self'}/status"

@@ -8,6 +8,7 @@ enqueue call start → handler start, p50/p99 (one warm-up job first, not counte
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import time
 from pathlib import Path
@@ -21,7 +22,9 @@ from benchmarks.common import (
     analyze,
     at_least,
     at_most,
+    cpu_seconds,
     percentile,
+    server_pids,
     stop,
 )
 from benchmarks.systems import Jobtui, Proc, System, describe_failure, systems
@@ -42,7 +45,20 @@ def drain_once(bench: Bench, system: System, n: int, workers: int = 2) -> tuple[
         try:
             try:
                 system.wait_ready(dsn, procs)
-                return measure_drain(dsn, system, procs, n, cap=system.drain_cap_s)
+                # Who used the CPU during the drain: the server or the workers (embedded only;
+                # backends that start during the drain are missed, the workers' are not).
+                db = server_pids(bench)
+                workers_pids = {p.pid for p, _ in procs}
+                db0, w0 = cpu_seconds(db), cpu_seconds(workers_pids)
+                seconds, done = measure_drain(dsn, system, procs, n, cap=system.drain_cap_s)
+                if db:
+                    print(
+                        f"      CPU during the drain: PostgreSQL {cpu_seconds(db) - db0:.2f}s, "
+                        f"workers {cpu_seconds(workers_pids) - w0:.2f}s "
+                        f"(of {seconds * (os.cpu_count() or 1):.2f}s on {os.cpu_count()} cores)",
+                        flush=True,
+                    )
+                return seconds, done
             except ScenarioSkipped as exc:
                 raise ScenarioSkipped(describe_failure(system, procs, exc)) from None
         finally:

@@ -528,7 +528,7 @@ async def test_overview_and_workers_show_kinds(
             await until(pilot, lambda: len(kinds.keys) == 2)
             assert kinds.keys[0] == "slow.kind"  # the troubled kind first
             text = rendered(kinds)
-            assert "NO WORKER" in text
+            assert "no worker handles this kind" in text
             assert app.query_one("#t-oldest").has_class("-crit")
             assert "!!" in rendered(app.query_one("#t-oldest"))
             await pilot.press("P")  # pause the kind under the cursor

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import psycopg
+
 from jobtui.registry import Registry
 
 registry = Registry()

@@ -7,6 +7,7 @@ import os
 import sys
 
 import chaos_app
+
 from jobtui.worker import WorkerSettings, run_worker
 
 if __name__ == "__main__":

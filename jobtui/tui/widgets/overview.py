@@ -69,7 +69,6 @@ class OverviewPane(Pane):
     def on_mount(self) -> None:
         self.query_one("#kinds", KeyedTable).setup_columns(
             ("kind", "kind", 16),
-            ("status", "status", 16),
             ("ready", "ready", 6),
             ("running", "run", 4),
             ("retrying", "retry", 5),
@@ -79,6 +78,8 @@ class OverviewPane(Pane):
             ("done", "done/m", 6),
             ("p50", "p50", 6),
             ("p95", "p95", 6),
+            # Last, so the figures fit in 80 columns; notes spell out what is wrong.
+            ("status", "status", None),
         )
         self.snapshot: Snapshot | None = None
 
@@ -150,7 +151,7 @@ class OverviewPane(Pane):
             if k.paused:
                 notes.append("PAUSED")
             if not k.handled:
-                notes.append("NO WORKER")
+                notes.append("no worker handles this kind")
             status_style = (
                 st.error if failing else (st.warning if (k.paused or not k.handled) else st.muted)
             )
@@ -161,7 +162,6 @@ class OverviewPane(Pane):
                     k.kind,
                     [
                         name,
-                        Text(",".join(notes) or "ok", style=status_style),
                         Text(compact(k.ready), style=row_style),
                         Text(compact(k.running), style=row_style),
                         Text(compact(k.retrying), style=row_style),
@@ -171,6 +171,7 @@ class OverviewPane(Pane):
                         Text(compact(round(k.done_per_min, 1)), style=row_style),
                         Text(_ms(k.p50_ms), style=row_style),
                         Text(_ms(k.p95_ms), style=row_style),
+                        Text(", ".join(notes) or "ok", style=status_style),
                     ],
                 )
             )
