@@ -125,7 +125,7 @@ def run_drain(bench: Bench) -> list[Figure]:
         figures.append(
             Figure(
                 "drain",
-                f"{label}: {system.name}",
+                f"{label}: {system.label}",
                 "jobs/s",
                 values,
                 target="≥ 25 000 jobs/s" if is_jobtui else "",
@@ -238,7 +238,7 @@ def run_latency(bench: Bench) -> list[Figure]:
         figures.append(
             Figure(
                 "latency",
-                f"pickup latency p50: {system.name}",
+                f"pickup latency p50: {system.label}",
                 "ms",
                 p50.get(system.name, []),
                 target="≤ 2 ms" if ours else "",
@@ -250,7 +250,7 @@ def run_latency(bench: Bench) -> list[Figure]:
         figures.append(
             Figure(
                 "latency",
-                f"pickup latency p99: {system.name}",
+                f"pickup latency p99: {system.label}",
                 "ms",
                 p99.get(system.name, []),
                 target="≤ 5 ms" if ours else "",

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import time
 from datetime import timedelta
 from typing import Any
@@ -39,8 +40,11 @@ async def run_pgqueuer(dsn: str, concurrency: int) -> None:
 
 
 async def pgqueuer_driver(dsn: str) -> Any:
-    """asyncpg (PgQueuer's primary driver) when installed, else its psycopg driver."""
+    """asyncpg (PgQueuer's primary driver) when installed, else its psycopg driver
+    (JOBTUI_BENCH_PGQ_DRIVER=psycopg forces the latter)."""
     try:
+        if os.environ.get("JOBTUI_BENCH_PGQ_DRIVER") == "psycopg":
+            raise ImportError("psycopg driver asked for")
         import asyncpg
     except ImportError:
         import psycopg

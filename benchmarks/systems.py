@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -39,12 +40,17 @@ class System:
     concurrency = 100
     # Drain runs in a full run when --runs is not given (fewer for a slow system).
     drain_runs = 3
-    # A drain still going after this many seconds is stopped and rated on what it finished
-    # (a rate taken early flatters a system that slows down as it goes, never the reverse).
+    # A drain still going after this many seconds is stopped and rated on what it finished;
+    # the figure's note says so.
     drain_cap_s = 300.0
 
     def unavailable(self) -> str | None:
         return None
+
+    @property
+    def label(self) -> str:
+        """The name shown in the figures (with what it ran on, where that matters)."""
+        return self.name
 
     def install(self, dsn: str) -> None:
         """Create the system's tables in a fresh, empty database."""
@@ -173,8 +179,15 @@ class PgQueuer(System):
 
     def unavailable(self) -> str | None:
         if importlib.util.find_spec("pgqueuer") is None:
-            return "pgqueuer is not installed (pip install pgqueuer)"
+            return "pgqueuer is not installed (pip install pgqueuer asyncpg)"
         return None
+
+    @property
+    def label(self) -> str:
+        # Its psycopg driver is ~10x slower than asyncpg here: say which one ran.
+        forced = os.environ.get("JOBTUI_BENCH_PGQ_DRIVER") == "psycopg"
+        asyncpg = importlib.util.find_spec("asyncpg") is not None and not forced
+        return f"pgqueuer ({'asyncpg' if asyncpg else 'psycopg driver, slow'})"
 
     def install(self, dsn: str) -> None:
         async def go() -> None:

@@ -72,6 +72,11 @@ __all__ = [
 log = logging.getLogger("jobtui.worker")
 
 SUMMARY_EVERY_S = 10.0
+# A full claim slower than this means the planner is sorting the whole backlog, which happens
+# when statistics say nothing is due (e.g. a large batch scheduled for one moment has just come
+# due): the worker then refreshes the statistics itself rather than wait for autovacuum.
+SLOW_CLAIM_S = 0.05
+ANALYZE_AT_MOST_EVERY_S = 60.0
 # How long plain (thread) handlers get, after their cancel event is set at shutdown, to notice.
 THREAD_STOP_WAIT_S = 2.0
 FINAL_FLUSH_TRIES = 5
@@ -191,6 +196,8 @@ class Worker:
         self._force_early = False
         self._more = True  # the last claim was full (or a NOTIFY/poll says there may be work)
         self._poked = False  # a NOTIFY (or rescue) arrived while a claim was in flight
+        self._stale_stats = False  # a full claim was slow: maintenance should ANALYZE jobs
+        self._last_analyze = -ANALYZE_AT_MOST_EVERY_S
         self._counts = {"done": 0, "failed": 0, "dead": 0, "cancelled": 0, "rescued": 0}
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -300,7 +307,11 @@ class Worker:
                 if check_orphans:
                     await self._release_orphans(link)
                     check_orphans = False
+                claim_started = time.monotonic()
                 rows = await db.claim(link, kinds, n)
+                if len(rows) == n and time.monotonic() - claim_started > SLOW_CLAIM_S:
+                    self._stale_stats = True
+                    self._cancel_wake.set()  # wakes maintenance, which analyzes
             except psycopg.Error as exc:
                 # The claim may have committed with its reply lost: release what we hold
                 # without knowing it before claiming again.
@@ -608,6 +619,9 @@ class Worker:
                 if self._cancel_wake.is_set():
                     self._cancel_wake.clear()
                     await self._check_my_jobs(link)
+                if self._stale_stats:
+                    self._stale_stats = False
+                    await self._analyze_if_due(link)
                 if now >= next_beat:
                     next_beat = now + s.heartbeat_interval
                     await db.heartbeat(link, self._heartbeat_params())
@@ -689,6 +703,17 @@ class Worker:
             _ids([r[1] for r in rows]),
         )
         self._poke()
+
+    async def _analyze_if_due(self, link: Link) -> None:
+        """Refresh the planner's statistics of `jobs`, at most once a minute per worker.
+
+        A role that does not own the table gets a warning from PostgreSQL, not an error.
+        """
+        if time.monotonic() - self._last_analyze < ANALYZE_AT_MOST_EVERY_S:
+            return
+        self._last_analyze = time.monotonic()
+        await self._db.analyze(link)
+        log.info("worker=%s event=analyzed reason=slow_claim", self.id)
 
     async def _housekeeping(self, link: Link) -> None:
         """On the slow cadence: exhausted rows, stale worker rows, pruning.

@@ -194,6 +194,9 @@ class WorkerDB:
     async def queue_sample(self, link: Link) -> None:
         await link.fetch(self.q.worker_queue_sample)
 
+    async def analyze(self, link: Link) -> None:
+        await link.fetch(self.q.worker_analyze)
+
 
 def _refused(sent: list[Any], rows: list[tuple[Any, ...]]) -> list[int]:
     if len(rows) == len(sent):

@@ -751,3 +751,32 @@ async def test_start_up_errors_are_raised(empty_dsn: str) -> None:
             reg,
             WorkerSettings(),
         ).run()
+
+
+async def test_a_slow_full_claim_makes_the_worker_refresh_the_statistics(
+    dsn: str, aconn: psycopg.AsyncConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stale statistics (a batch scheduled for one moment has come due) make the planner sort
+    the whole backlog on every claim; a slow full claim triggers ANALYZE of jobs."""
+    import jobtui.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "SLOW_CLAIM_S", 0.0)  # every full claim counts as slow
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(payload: Any) -> None:
+        return None
+
+    analyzed = "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'jobs'"
+    before = await fetchval(aconn, analyzed)
+    await enqueue_many(aconn, [{"kind": "noop"} for _ in range(50)])
+    async with running_worker(dsn, reg, concurrency=5):
+        await wait_until(
+            lambda: fetchval(aconn, analyzed + " AND analyze_count > %s", (before,)),
+            what="ANALYZE of jobs",
+        )
+
+        async def drained() -> bool:
+            return await pending(aconn) == 0
+
+        await wait_until(drained, what="drain")

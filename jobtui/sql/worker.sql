@@ -275,3 +275,8 @@ WHERE j.finished_at IS NULL
 HAVING NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
                    WHERE q.minute = date_trunc('minute', now()))
 ON CONFLICT (minute) DO NOTHING
+
+-- name: worker_analyze
+-- Run when a full claim was slow: fresh statistics let the planner walk jobs_claim in order
+-- instead of sorting every due row (see SLOW_CLAIM_S in worker.py).
+ANALYZE __schema__.jobs
