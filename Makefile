@@ -29,7 +29,7 @@ screenshots: install
 
 bench: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 chaos: install
 	$(PY) tests/chaos/run.py

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, overload
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 from jobtui.config import resolve_schema
 from jobtui.db import connect
@@ -41,6 +40,12 @@ class JobSpec:
     priority: int = 0
 
     def validated(self) -> JobSpec:
+        """This job, after checking every field; raises InvalidJob."""
+        self.validated_without_payload()
+        self.payload_json()
+        return self
+
+    def validated_without_payload(self) -> None:
         if not isinstance(self.kind, str) or not self.kind.strip():
             raise InvalidJob("job kind must be a non-empty string")
         if len(self.kind) > MAX_KIND_CHARS:
@@ -58,11 +63,11 @@ class JobSpec:
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be timezone-aware")
         self._check_when()
-        self._check_payload()
-        return self
 
     def _check_when(self) -> None:
         """Refuse a time after 9999-12-31: PostgreSQL stores it, but no client can read it."""
+        if not self.delay:
+            return  # a datetime itself cannot lie past 9999; only adding a delay can
         start = self.run_at or datetime.now(UTC)
         try:
             start + (self.delay or timedelta(0))
@@ -71,9 +76,10 @@ class JobSpec:
                 "run_at must be before the end of 9999-12-31 (later dates cannot be read back)"
             ) from None
 
-    def _check_payload(self) -> None:
+    def payload_json(self) -> str:
+        """The payload as JSON text, refusing what PostgreSQL's jsonb cannot store."""
         try:
-            text = json.dumps(self.payload, allow_nan=False, ensure_ascii=False)
+            text = _ENCODER.encode(self.payload)
         except RecursionError:
             raise InvalidJob("payload is nested too deeply to store") from None
         except (TypeError, ValueError) as exc:
@@ -88,29 +94,47 @@ class JobSpec:
             raise InvalidJob(
                 "payload contains a lone surrogate (text that is not valid Unicode)"
             ) from None
+        return text
 
 
-def _spec(item: JobSpec | Mapping[str, Any]) -> JobSpec:
+Prepared = tuple[JobSpec, str]  # a validated job and its payload's JSON text
+
+
+def _prepare(item: JobSpec | Mapping[str, Any]) -> Prepared:
+    """Validate one job and encode its payload once (the JSON text is what gets sent)."""
     if isinstance(item, JobSpec):
-        return item.validated()
-    if not isinstance(item, Mapping) or "kind" not in item:
+        spec = item
+    elif not isinstance(item, Mapping) or "kind" not in item:
         raise InvalidJob(f"each job needs a 'kind': {item!r:.80}")
-    unknown = set(item) - {"kind", "payload", "run_at", "delay", "max_attempts", "priority"}
-    if unknown:
-        raise InvalidJob(f"unknown job field(s): {', '.join(sorted(unknown))}")
-    return JobSpec(**item).validated()
+    else:
+        unknown = set(item) - _FIELDS
+        if unknown:
+            raise InvalidJob(f"unknown job field(s): {', '.join(sorted(unknown))}")
+        spec = JobSpec(**item)
+    text = spec.payload_json()
+    spec.validated_without_payload()
+    return spec, text
 
 
-def _params(spec: JobSpec, channel: str) -> dict[str, Any]:
+# One encoder for every payload: json.dumps with options builds a new one per call.
+_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
+_FIELDS = frozenset({"kind", "payload", "run_at", "delay", "max_attempts", "priority"})
+
+
+def _params(prepared: Prepared, channel: str) -> dict[str, Any]:
+    spec, text = prepared
     return {
         "kind": spec.kind,
-        "payload": Jsonb(spec.payload),
+        "payload": text,
         "run_at": spec.run_at,
-        "delay": spec.delay or timedelta(0),
+        "delay": spec.delay or _ZERO,
         "max_attempts": spec.max_attempts,
         "priority": spec.priority,
         "channel": channel,
     }
+
+
+_ZERO = timedelta(0)
 
 
 Target = psycopg.Connection | psycopg.AsyncConnection | str
@@ -131,8 +155,8 @@ def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> A
     `priority` (higher runs first), `schema` (else JOBTUI_SCHEMA, else `public`).
     """
     schema = resolve_schema(options.pop("schema", None))
-    spec = _spec({"kind": kind, "payload": {} if payload is None else payload, **options})
-    sql, params = queries(schema).enqueue, _params(spec, notify_channel(schema))
+    prepared = _prepare({"kind": kind, "payload": {} if payload is None else payload, **options})
+    sql, params = queries(schema).enqueue, _params(prepared, notify_channel(schema))
     if isinstance(target, psycopg.AsyncConnection):
         return _enqueue_async(target, sql, params)
     if isinstance(target, str):
@@ -181,40 +205,46 @@ def enqueue_many(
     `on_progress(n)` is called with the running count every 1 000 rows.
     """
     schema = resolve_schema(schema)
-    specs = [_spec(item) for item in jobs]
+    specs = [_prepare(item) for item in jobs]
     if isinstance(target, psycopg.AsyncConnection):
         return _enqueue_many_async(target, specs, schema, on_progress)
     if isinstance(target, str):
         with connect(target, autocommit=False) as conn:
-            return enqueue_many(conn, specs, schema=schema, on_progress=on_progress)
+            return _enqueue_many_sync(conn, specs, schema, on_progress)
+    return _enqueue_many_sync(target, specs, schema, on_progress)
+
+
+def _enqueue_many_sync(
+    conn: psycopg.Connection, specs: list[Prepared], schema: str, on_progress: Progress | None
+) -> int:
     q = queries(schema)
-    with target.transaction():
-        now_row = target.execute(q.transaction_now).fetchone()
+    with conn.transaction():
+        now_row = conn.execute(q.transaction_now).fetchone()
         assert now_row is not None
-        with target.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
-            for i, row in enumerate(_copy_rows(specs, now_row[0]), 1):
-                copy.write_row(row)
-                if on_progress and i % 1000 == 0:
-                    on_progress(i)
+        with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
+            for done, chunk in _copy_chunks(specs, now_row[0]):
+                copy.write(chunk)
+                if on_progress:
+                    on_progress(done)
         if specs:
-            target.execute(q.notify, {"channel": notify_channel(schema), "message": "bulk"})
+            conn.execute(q.notify, {"channel": notify_channel(schema), "message": "bulk"})
     if on_progress:
         on_progress(len(specs))
     return len(specs)
 
 
 async def _enqueue_many_async(
-    conn: psycopg.AsyncConnection, specs: list[JobSpec], schema: str, on_progress: Progress | None
+    conn: psycopg.AsyncConnection, specs: list[Prepared], schema: str, on_progress: Progress | None
 ) -> int:
     q = queries(schema)
     async with conn.transaction():
         now_row = await (await conn.execute(q.transaction_now)).fetchone()
         assert now_row is not None
         async with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
-            for i, row in enumerate(_copy_rows(specs, now_row[0]), 1):
-                await copy.write_row(row)
-                if on_progress and i % 1000 == 0:
-                    on_progress(i)
+            for done, chunk in _copy_chunks(specs, now_row[0]):
+                await copy.write(chunk)
+                if on_progress:
+                    on_progress(done)
         if specs:
             await conn.execute(q.notify, {"channel": notify_channel(schema), "message": "bulk"})
     if on_progress:
@@ -222,8 +252,41 @@ async def _enqueue_many_async(
     return len(specs)
 
 
-def _copy_rows(specs: list[JobSpec], now: datetime) -> Iterable[tuple[Any, ...]]:
-    """COPY rows; run_at defaults to the transaction's now(), exactly as the column default."""
-    for s in specs:
-        run_at = (s.run_at or now) + (s.delay or timedelta(0))
-        yield (s.kind, Jsonb(s.payload), run_at, s.max_attempts, s.priority)
+COPY_CHUNK_ROWS = 1000
+
+
+def _copy_text(value: str) -> str:
+    """A value escaped for COPY's text format."""
+    return (
+        value.replace("\\", "\\\\")
+        .replace("\n", "\\n")
+        .replace("\r", "\\r")
+        .replace("\t", "\\t")
+    )
+
+
+def _copy_chunks(specs: list[Prepared], now: datetime) -> Iterable[tuple[int, str]]:
+    """COPY text-format data in chunks of rows, with the running row count.
+
+    Rows are formatted here rather than by psycopg's per-row writer: the payload is already
+    JSON text (which never holds a raw tab or newline, so only backslashes need escaping),
+    and kinds and times repeat, so each is formatted once. run_at defaults to the
+    transaction's now(), exactly as the column default would.
+    """
+    kinds: dict[str, str] = {}
+    times: dict[tuple[datetime | None, timedelta | None], str] = {}
+    lines: list[str] = []
+    for done, (spec, text) in enumerate(specs, 1):
+        kind = kinds.get(spec.kind)
+        if kind is None:
+            kind = kinds[spec.kind] = _copy_text(spec.kind)
+        when = times.get((spec.run_at, spec.delay))
+        if when is None:
+            at = (spec.run_at or now) + (spec.delay or _ZERO)
+            when = times[(spec.run_at, spec.delay)] = at.isoformat()
+        if "\\" in text:
+            text = text.replace("\\", "\\\\")
+        lines.append(f"{kind}\t{text}\t{when}\t{spec.max_attempts}\t{spec.priority}\n")
+        if len(lines) == COPY_CHUNK_ROWS or done == len(specs):
+            yield done, "".join(lines)
+            lines = []

@@ -94,3 +94,16 @@ async def test_enqueue_many_async(aconn: psycopg.AsyncConnection) -> None:
     assert n == 2
     cur = await aconn.execute("SELECT kind, payload FROM jobs ORDER BY kind")
     assert await cur.fetchall() == [("a", {}), ("b", [1, 2])]
+
+
+def test_enqueue_many_round_trips_text_that_copy_must_escape(conn: psycopg.Connection) -> None:
+    payload = {
+        "path": "C:\\temp\\new",
+        "text": "tab\there\nnewline\r\\N",
+        "quote": '"x"',
+        "u": "é€",
+    }
+    kind = "odd\\kind\twith tab"
+    enqueue_many(conn, [{"kind": kind, "payload": payload}, {"kind": "plain", "payload": [None]}])
+    rows = conn.execute("SELECT kind, payload FROM jobs ORDER BY id").fetchall()
+    assert rows == [(kind, payload), ("plain", [None])]

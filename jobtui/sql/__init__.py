@@ -79,6 +79,7 @@ def queries(schema: str = "public") -> Queries:
     return Queries(schema)
 
 
+@cache
 def notify_channel(schema: str) -> str:
     """The LISTEN/NOTIFY channel for `schema` (one per schema, at most 63 bytes)."""
     quote_schema(schema)

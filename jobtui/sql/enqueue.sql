@@ -4,7 +4,7 @@
 -- name: enqueue
 WITH ins AS (
   INSERT INTO __schema__.jobs (kind, payload, run_at, max_attempts, priority)
-  VALUES (%(kind)s, %(payload)s,
+  VALUES (%(kind)s, %(payload)s::jsonb,
           coalesce(%(run_at)s::timestamptz, now()) + %(delay)s::interval,
           %(max_attempts)s, %(priority)s)
   RETURNING id
