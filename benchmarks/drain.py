@@ -263,7 +263,7 @@ def run_latency(bench: Bench) -> list[Figure]:
             figures.append(
                 Figure(
                     "latency",
-                    f"  of which the enqueue call, p50: {system.name}",
+                    f"  of which the enqueue call, p50: {system.label}",
                     "ms",
                     call50[system.name],
                     digits=2,

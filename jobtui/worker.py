@@ -3,7 +3,9 @@
 One asyncio process, a few long-lived connections, each with one job:
 
 - claim: `worker_claim` takes as many ready jobs as there are free slots, woken at once by
-  LISTEN/NOTIFY (own connection) and by finishing jobs, with a polling fallback;
+  LISTEN/NOTIFY (own connection) and by finishing jobs, with a polling fallback. A second
+  claim, on a second connection, starts while one is in flight once half the slots are free,
+  so long jobs finishing one by one do not leave slots empty for a whole round trip;
 - flush: a flusher writes every outcome buffered so far in one statement per kind of outcome
   (group commit) and the per-minute statistics, so no job costs its own round trip;
 - maintenance: heartbeat, delivery of cancellations, rescue of jobs of dead workers and of rows
@@ -195,7 +197,13 @@ class Worker:
         self._stop_early = False
         self._force_early = False
         self._more = True  # the last claim was full (or a NOTIFY/poll says there may be work)
-        self._poked = False  # a NOTIFY (or rescue) arrived while a claim was in flight
+        self._pokes = 0  # NOTIFYs (and rescues) so far: one during a claim means "look again"
+        self._claims: set[asyncio.Task[None]] = set()  # claims in flight
+        self._reserved = 0  # slots asked for by the claims in flight
+        self._claim_seq = 0  # launch number of the last claim, and of the one that set _more
+        self._more_seq = 0
+        self._check_orphans = False  # a claim failed: it may have committed with its reply lost
+        self._claim_resume_at = 0.0  # no claim before this (back-off after a failure)
         self._stale_stats = False  # a full claim was slow: maintenance should ANALYZE jobs
         self._last_analyze = -ANALYZE_AT_MOST_EVERY_S
         self._counts = {"done": 0, "failed": 0, "dead": 0, "cancelled": 0, "rescued": 0}
@@ -251,13 +259,20 @@ class Worker:
         self._cancel_wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._claim_link = Link(self.dsn, "claim")
+        self._claim_links = [Link(self.dsn, "claim")]
+        if self.settings.concurrency > 1:
+            self._claim_links.append(Link(self.dsn, "claim 2"))
         self._flush_link = Link(self.dsn, "flush")
         self._maint_link = Link(self.dsn, "maintenance")
         try:
             conn = await self._maint_link.connection()
             await acheck_schema(conn, self.schema)
             await self._db.heartbeat(self._maint_link, self._heartbeat_params())
+            # Opened now, not on first use: a connection opened by the first job to need it
+            # (the second claim one may wait long for that) would add its set-up to that
+            # job's pickup.
+            for link in (*self._claim_links, self._flush_link):
+                await link.connection()
         except BaseException:
             await self._close_links()
             raise
@@ -288,50 +303,105 @@ class Worker:
     # ------------------------------------------------------------------- claim
 
     async def _claim_loop(self) -> None:
-        link, concurrency = self._claim_link, self.settings.concurrency
-        batch, kinds, db = self.settings.claim_batch, self.kinds, self._db
-        check_orphans = False
-        while not self._stopping.is_set():
-            free = concurrency - len(self._running)
-            if free <= 0 or not self._more:
+        """Keep the slots full: claim every free slot (up to `claim_batch`) when no claim is in
+        flight, or when half the slots are free while one is; one claim per claim connection.
+
+        Claims stay as large as the free slots allow: a claim's cost is mostly per row, but not
+        only, and on a busy 2-core machine, cutting them in halves to keep two in flight cost
+        more CPU than the overlap gained (no-op drain: 10 700 vs 11 200 jobs/s).
+        """
+        concurrency = self.settings.concurrency
+        limit = self.settings.claim_batch or concurrency
+        target = min(limit, max(1, concurrency // 2))
+        idle = list(self._claim_links)
+        try:
+            while not self._stopping.is_set():
+                wait = self.settings.poll_interval
+                if self._check_orphans or time.monotonic() < self._claim_resume_at:
+                    # After a failed claim: back off, and release what we may hold without
+                    # knowing it once no other claim is in flight (its rows are not known yet).
+                    wait = self._claim_resume_at - time.monotonic()
+                    if wait <= 0:
+                        if self._claims:  # each one wakes us when it ends
+                            wait = self.settings.poll_interval
+                        else:
+                            await self._release_orphans_after_failure(idle[0])
+                            continue
+                else:
+                    free = concurrency - len(self._running) - self._reserved
+                    if free > 0 and self._more and idle and (not self._claims or free >= target):
+                        self._launch_claim(idle, min(free, limit))
+                        continue
                 self._wake.clear()
                 try:
-                    async with asyncio.timeout(self.settings.poll_interval):
+                    async with asyncio.timeout(max(wait, 0.001)):
                         await self._wake.wait()
                 except TimeoutError:
                     self._more = True
-                continue
-            n = free if batch is None else min(free, batch)
-            self._poked = False
-            try:
-                if check_orphans:
-                    await self._release_orphans(link)
-                    check_orphans = False
-                claim_started = time.monotonic()
-                rows = await db.claim(link, kinds, n)
-                if len(rows) == n and time.monotonic() - claim_started > SLOW_CLAIM_S:
-                    self._stale_stats = True
-                    self._cancel_wake.set()  # wakes maintenance, which analyzes
-            except psycopg.Error as exc:
-                # The claim may have committed with its reply lost: release what we hold
-                # without knowing it before claiming again.
-                check_orphans = True
-                await self._pause(link.failed(exc))
-                continue
-            except Exception:
-                # Whatever failed may have failed after the claim committed: same as above.
-                check_orphans = True
-                log.exception("worker=%s event=claim_error", self.id)
-                await self._pause(1.0)
-                continue
-            # A NOTIFY that arrived during the claim may be for a job its snapshot missed.
-            self._more = len(rows) == n or self._poked
-            if rows:
-                self._start(rows)
+        finally:
+            # Claims in flight end on their own (their rows are then started, and drained).
+            while self._claims:
+                await asyncio.wait(set(self._claims))
+
+    def _launch_claim(self, idle: list[Link], n: int) -> None:
+        link = idle.pop()
+        self._reserved += n
+        self._claim_seq += 1
+        task = asyncio.get_running_loop().create_task(
+            self._claim(link, n, self._claim_seq, idle), name="jobtui-claim"
+        )
+        self._claims.add(task)
+        task.add_done_callback(self._claims.discard)
+
+    async def _claim(self, link: Link, n: int, seq: int, idle: list[Link]) -> None:
+        """One claim of up to `n` jobs on `link`; its jobs are started at once."""
+        pokes = self._pokes
+        try:
+            claim_started = time.monotonic()
+            rows = await self._db.claim(link, self.kinds, n)
+            if len(rows) == n and time.monotonic() - claim_started > SLOW_CLAIM_S:
+                self._stale_stats = True
+                self._cancel_wake.set()  # wakes maintenance, which analyzes
+        except psycopg.Error as exc:
+            # The claim may have committed with its reply lost: release what we hold
+            # without knowing it before claiming again.
+            self._claim_failed(link.failed(exc))
+            return
+        except Exception:
+            # Whatever failed may have failed after the claim committed: same as above.
+            log.exception("worker=%s event=claim_error", self.id)
+            self._claim_failed(1.0)
+            return
+        finally:
+            self._reserved -= n
+            idle.append(link)
+            self._wake.set()
+        # The latest claim says whether more is waiting (an older one's locks were skipped by
+        # it, not missed); a NOTIFY during the claim may be for a job its snapshot missed.
+        if seq >= self._more_seq:
+            self._more_seq = seq
+            self._more = len(rows) == n or self._pokes != pokes
+        if rows:
+            self._start(rows)
+
+    def _claim_failed(self, delay: float) -> None:
+        self._check_orphans = True
+        self._claim_resume_at = max(self._claim_resume_at, time.monotonic() + delay)
+
+    async def _release_orphans_after_failure(self, link: Link) -> None:
+        try:
+            await self._release_orphans(link)
+        except psycopg.Error as exc:
+            self._claim_resume_at = time.monotonic() + link.failed(exc)
+        except Exception:
+            log.exception("worker=%s event=claim_error", self.id)
+            self._claim_resume_at = time.monotonic() + 1.0
+        else:
+            self._check_orphans = False
 
     def _poke(self) -> None:
         """There may be work (a NOTIFY, a rescue): claim as soon as there is a free slot."""
-        self._poked = True
+        self._pokes += 1
         self._more = True
         self._wake.set()
 
@@ -729,12 +799,6 @@ class Worker:
 
     # ------------------------------------------------------------------- drain
 
-    async def _pause(self, seconds: float) -> None:
-        """Sleep, but wake early when a stop is requested."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-
     async def _wait_idle(self, seconds: float) -> bool:
         if not self._running:
             return True
@@ -815,7 +879,7 @@ class Worker:
         )
 
     async def _close_links(self) -> None:
-        for link in (self._claim_link, self._flush_link, self._maint_link):
+        for link in (*self._claim_links, self._flush_link, self._maint_link):
             await link.close()
 
 

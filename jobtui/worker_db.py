@@ -47,7 +47,19 @@ def int_array(values: list[int]) -> str:
 
 
 def _pairs(pairs: list[tuple[int, int]]) -> dict[str, str]:
-    return {"ids": int_array([p[0] for p in pairs]), "attempts": int_array([p[1] for p in pairs])}
+    """`ids` and `by_id` ({"id": attempt}) for the statements that end attempts."""
+    return {
+        "ids": int_array([p[0] for p in pairs]),
+        "by_id": "{" + ",".join([f'"{i}":{a}' for i, a in pairs]) + "}",
+    }
+
+
+def _rows_by_id(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    """`ids` and `by_id` ({"id": [the rest of the row]}) for retries and burials."""
+    return {
+        "ids": int_array([r[0] for r in rows]),
+        "by_id": json.dumps({str(r[0]): r[1:] for r in rows}, ensure_ascii=False),
+    }
 
 
 class WorkerDB:
@@ -93,33 +105,12 @@ class WorkerDB:
             batch.done = []
         if batch.retry:
             r = batch.retry
-            rows = await link.fetch(
-                self.q.worker_retry,
-                {
-                    **me,
-                    "ids": int_array([i[0] for i in r]),
-                    "attempts": int_array([i[1] for i in r]),
-                    "delays": [i[2] for i in r],
-                    "errors": [i[3] for i in r],
-                    "tbs": [i[4] for i in r],
-                    "max_attempts": [i[5] for i in r],
-                },
-            )
+            rows = await link.fetch(self.q.worker_retry, {**me, **_rows_by_id(r)})
             refused.append(("retry", _refused(r, rows)))
             batch.retry = []
         if batch.bury:
             b = batch.bury
-            rows = await link.fetch(
-                self.q.worker_bury,
-                {
-                    **me,
-                    "ids": int_array([i[0] for i in b]),
-                    "attempts": int_array([i[1] for i in b]),
-                    "errors": [i[2] for i in b],
-                    "tbs": [i[3] for i in b],
-                    "max_attempts": [i[4] for i in b],
-                },
-            )
+            rows = await link.fetch(self.q.worker_bury, {**me, **_rows_by_id(b)})
             refused.append(("dead", _refused(b, rows)))
             batch.bury = []
         if batch.cancelled:

@@ -169,3 +169,90 @@ async def test_bad_windows_are_refused(aconn: psycopg.AsyncConnection) -> None:
         await metrics.snapshot(aconn, S, window_minutes=0)
     with pytest.raises(metrics.InvalidWindow, match="heartbeat_timeout"):
         await metrics.snapshot(aconn, S, heartbeat_timeout=0)
+
+
+async def test_running_rows_are_neither_ready_nor_the_oldest_ready(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    locked = datetime.now().astimezone()
+    # video: the oldest row is running; of the unlocked ones only a scheduled one is left.
+    job(conn, "video", age_min=50, attempts=1, locked_at=locked)
+    job(conn, "video", age_min=-10)
+    # pdf: a running row older than the one ready row, and one locked before its run_at
+    # (an article-style consumer may do that): running, not scheduled.
+    job(conn, "pdf", age_min=40, attempts=2, locked_at=locked)
+    job(conn, "pdf", age_min=-20, attempts=1, locked_at=locked)
+    job(conn, "pdf", age_min=7, attempts=3)
+    snap = await metrics.snapshot(aconn, S)
+    by_kind = {k.kind: k for k in snap.kinds}
+    video, pdf = by_kind["video"], by_kind["pdf"]
+    assert (video.ready, video.scheduled, video.retrying, video.running) == (0, 1, 0, 1)
+    assert video.oldest_ready_age_s is None
+    assert (pdf.ready, pdf.scheduled, pdf.retrying, pdf.running) == (1, 0, 1, 2)
+    assert pdf.oldest_ready_age_s == pytest.approx(7 * 60, abs=10)
+    assert snap.oldest_ready_age_s == pytest.approx(7 * 60, abs=10)
+
+
+async def test_per_kind_figures_match_a_plain_count(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Every state mixed over many kinds agrees with the definitions counted the plain way."""
+    conn.execute(
+        """INSERT INTO jobs (kind, payload, run_at, attempts, locked_at, finished_at)
+           SELECT 'k' || (g % 13), '{}', now() + ((g % 7) - 4) * interval '1 minute', g % 3,
+                  CASE WHEN g % 5 = 0 THEN now() END,
+                  CASE WHEN g % 11 = 0 THEN now() END
+           FROM generate_series(1, 3000) g"""
+    )
+    conn.execute(
+        """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
+               run_at, last_error, reason)
+           SELECT nextval(pg_get_serial_sequence('jobs', 'id')), 'k' || (g % 17), '{}', 3, 3,
+                  now(), now(), 'E: ' || (g % 4), 'failed'
+           FROM generate_series(1, 500) g"""
+    )
+    expected = {
+        r[0]: r[1:]
+        for r in conn.execute(
+            """SELECT kind,
+                      count(*) FILTER (WHERE locked_at IS NULL AND run_at <= now()),
+                      count(*) FILTER (WHERE locked_at IS NULL AND run_at > now()),
+                      count(*) FILTER (WHERE locked_at IS NULL AND attempts > 0),
+                      count(*) FILTER (WHERE locked_at IS NOT NULL)
+               FROM jobs WHERE finished_at IS NULL GROUP BY kind"""
+        ).fetchall()
+    }
+    dead_expected = dict(
+        conn.execute("SELECT kind, count(*) FROM dead_letters GROUP BY kind").fetchall()
+    )
+    snap = await metrics.snapshot(aconn, S)
+    got = {k.kind: (k.ready, k.scheduled, k.retrying, k.running) for k in snap.kinds}
+    assert got == {kind: tuple(v) for kind, v in expected.items()} | {
+        kind: (0, 0, 0, 0) for kind in dead_expected.keys() - expected.keys()
+    }
+    assert {k.kind: k.dead for k in snap.kinds if k.dead} == dead_expected
+    assert snap.totals.dead == 500
+    assert snap.totals.ready == sum(v[0] for v in expected.values())
+
+
+async def test_rate_window_longer_than_the_history(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    minute_stats(conn, 30, "email", 60, 0, [])
+    minute_stats(conn, 1, "email", 30, 30, [])
+    snap = await metrics.snapshot(aconn, S, window_minutes=60, history_minutes=5)
+    assert snap.done_per_min == pytest.approx(90 / 60)
+    assert snap.failure_rate == pytest.approx(30 / 120)
+    assert len(snap.history) == 5
+    assert sum(p.done for p in snap.history) == 30
+
+
+def test_pending_kind_index_covers_the_counted_columns(conn: psycopg.Connection) -> None:
+    """Migration 0003: the per-kind count reads attempts and locked_at from the index alone."""
+    row = conn.execute(
+        """SELECT pg_get_indexdef(i.indexrelid)
+           FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+           WHERE c.relname = 'jobs_pending_kind'"""
+    ).fetchone()
+    assert row is not None
+    assert "(kind, run_at) INCLUDE (attempts, locked_at) WHERE (finished_at IS NULL)" in row[0]
