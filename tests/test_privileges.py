@@ -105,6 +105,7 @@ async def test_as_monitor_the_console_is_read_only_and_says_so(
 ) -> None:
     from jobtui.console_config import ConsoleConfig
     from jobtui.tui.app import JobtuiApp
+    from jobtui.tui.widgets.status import StatusBar
 
     seed(conn)
     app = JobtuiApp(logins["monitor"][1], "public", config=ConsoleConfig(refresh_s=0.3))
@@ -116,7 +117,7 @@ async def test_as_monitor_the_console_is_read_only_and_says_so(
         assert app.read_only and not app.config.read_only  # decided by the role, not a flag
         notes = [n.message for n in app._notifications]
         assert "Read-only: the database role cannot write; write actions are hidden." in notes
-        assert "READ-ONLY" in str(app.query_one("#status").render())
+        assert "READ-ONLY" in app.query_one("#status", StatusBar).plain
         footer = app.export_screenshot()
         assert "READ-ONLY" in footer
 

@@ -6,9 +6,11 @@ and on the rows in the database.
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -16,11 +18,12 @@ import pytest
 from psycopg import conninfo
 from psycopg.types.json import Jsonb
 from rich.text import Text
+from textual.app import App, ComposeResult
 from textual.command import CommandPalette
 from textual.content import Content
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Static, Tab
+from textual.widgets import DataTable, Footer, Sparkline, Static, Tab
 from textual.widgets._footer import FooterKey
 
 from jobtui.console_config import ConsoleConfig
@@ -32,6 +35,7 @@ from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.screens.help import HelpScreen
 from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.widgets.status import StatusBar
 
 SIZE = (120, 40)
 
@@ -122,6 +126,8 @@ def rendered(widget: Widget) -> str:
                 )
             )
         return "\n".join(lines)
+    if isinstance(widget, StatusBar):
+        return widget.plain
     if isinstance(widget, Footer):
         return " ".join(f"{k.key_display} {k.description}" for k in widget.query(FooterKey))
     if isinstance(widget, Static):
@@ -594,3 +600,78 @@ async def test_export_marked_rows_and_run_now(
         await until(pilot, lambda: "Made 1 job due now." in notifications(app))
         row = conn.execute("SELECT run_at <= now() FROM jobs WHERE id = %s", (later,)).fetchone()
         assert row == (True,)
+
+
+def live_widgets() -> int:
+    """Widget objects alive in the process, attached to the DOM or not."""
+    gc.collect()
+    return sum(isinstance(o, Widget) for o in gc.get_objects())
+
+
+async def test_switching_tabs_does_not_leak_widgets(dsn: str, conn: psycopg.Connection) -> None:
+    """Tab switches rebuild the footer; the keys it replaces must be freed (textual#6666)."""
+    add_dead(conn, "email.send", "SMTPError: boom", n=2)
+    enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(5)])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+
+        async def switch_tabs(rounds: int) -> None:
+            for _ in range(rounds):
+                for key in "1234":
+                    target = app.polls + 1
+                    await goto(app, pilot, key)
+                    await until(pilot, partial(lambda n: app.polls >= n, target))  # a refresh
+
+        await switch_tabs(1)
+        await pilot.pause(0.2)
+        in_dom, alive = len(app.query("*")), live_widgets()
+        await switch_tabs(3)
+        await pilot.pause(0.2)
+        assert len(app.query("*")) == in_dom
+        # The old footer kept ~6 dead keys per rebuild, a few rebuilds per switch: +250 here.
+        assert live_widgets() - alive <= 10
+
+
+async def test_unchanged_refresh_redraws_nothing(dsn: str, conn: psycopg.Connection) -> None:
+    """A refresh that brings the same figures leaves tiles, sparklines and info lines alone."""
+    enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(5)])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await fresh(app, pilot)
+        tile = app.query_one("#t-ready", Static)
+        assert "5" in rendered(tile)
+        spark = app.query_one("#s-depth").query_one(Sparkline)
+        head = app.query_one("#status-head", Static)
+        shown = (tile.content, spark.data, head.content)
+        await fresh(app, pilot)
+        assert (tile.content, spark.data, head.content) == shown
+        assert tile.content is shown[0] and spark.data is shown[1] and head.content is shown[2]
+        await goto(app, pilot, "2")
+        info = app.query_one("#jobs-info", Static)
+        await until(pilot, lambda: "5 shown" in rendered(info))
+        before = info.content
+        await fresh(app, pilot)
+        assert info.content is before
+        enqueue_many(conn, [JobSpec("email.send", {"n": 5})])
+        await until(pilot, lambda: "6 shown" in rendered(info))
+        await goto(app, pilot, "1")
+        await until(pilot, lambda: "6" in rendered(tile))  # a change is still shown
+
+
+async def test_table_restyles_a_cell_whose_text_did_not_change() -> None:
+    """A kind turning failing keeps its digits but turns red: the cell must be updated."""
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield KeyedTable(id="t")
+
+    app = One()
+    async with app.run_test(size=(40, 10)) as pilot:
+        t = app.query_one("#t", KeyedTable)
+        t.setup_columns(("n", "n", 5))
+        t.sync([("k", [Text("5")])])
+        await pilot.pause()
+        t.sync([("k", [Text("5", style="red")])])
+        assert str(t.get_cell("k", "n").style) == "red"
+        t.sync([("k", [Text("6", style="red")])])
+        assert t.get_cell("k", "n").plain == "6"

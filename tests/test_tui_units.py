@@ -14,6 +14,7 @@ from jobtui.tui.filters import (
     parse_job_filter,
 )
 from jobtui.tui.inert import clean, inert, payload_json, payload_preview
+from jobtui.tui.texts import same
 
 
 def test_job_filter_round_trip() -> None:
@@ -80,3 +81,12 @@ def test_nothing_outside_tui_imports_textual() -> None:
         if "tui" not in path.relative_to(root).parts and pattern.search(path.read_text("utf-8"))
     ]
     assert offenders == []
+
+
+def test_same_text_sees_style_changes() -> None:
+    """Widgets skip redraws of equal texts; a colour change alone must still count."""
+    assert Text("5", style="red") == Text("5")  # rich's own equality ignores the style
+    assert not same(Text("5", style="red"), Text("5"))
+    assert not same(Text.assemble(("5", "bold")), Text.assemble("5"))
+    assert not same("5", Text("5"))
+    assert same(Text.assemble(("a", "dim"), "b"), Text.assemble(("a", "dim"), "b"))

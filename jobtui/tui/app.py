@@ -30,7 +30,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from jobtui import browse, ops
 from jobtui.config import format_duration
@@ -43,11 +43,14 @@ from jobtui.tui.inert import clean, inert
 from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
+from jobtui.tui.texts import same
 from jobtui.tui.widgets.dead import DeadPane
+from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.jobs import JobsPane
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.overview import OverviewPane
 from jobtui.tui.widgets.pane import Pane
+from jobtui.tui.widgets.status import StatusBar
 from jobtui.tui.widgets.workers import WorkersPane
 from jobtui.tui.writes import WriteFlows
 
@@ -98,7 +101,7 @@ class JobtuiApp(WriteFlows):
     # --- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield StatusBar(id="status")
         yield Static(id="banner")
         yield Static(id="paused-banner")
         with TabbedContent(id="tabs", initial="overview"):
@@ -110,7 +113,7 @@ class JobtuiApp(WriteFlows):
                 yield DeadPane(id="dead-pane")
             with TabPane("4 Workers", id="workers"):
                 yield WorkersPane(id="workers-pane")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         if self.config.keymap:
@@ -152,10 +155,10 @@ class JobtuiApp(WriteFlows):
         if not self.is_running or not self.screen_stack:
             return
         try:
-            status = self.query_one("#status", Static)
+            status = self.query_one("#status", StatusBar)
         except NoMatches:
             return  # called while the app is shutting down
-        parts: list[Any] = [
+        head: list[Any] = [
             (" jobtui ", "bold reverse"),
             " ",
             inert(self._db_label()),
@@ -163,22 +166,24 @@ class JobtuiApp(WriteFlows):
             "  │ ",
         ]
         if self.refresh_paused:
-            parts.append(("⏸ paused", "bold"))
+            head.append(("⏸ paused", "bold"))
         else:
-            parts.append(f"⟳ {format_duration(self.refresh_s) if self.refresh_s >= 1 else '0.5s'}")
-        parts.append("  │ ")
+            head.append(f"⟳ {format_duration(self.refresh_s) if self.refresh_s >= 1 else '0.5s'}")
+        head.append("  │ ")
+        age: list[Any] = []
         if self.updated_at is None:
-            parts.append(("connecting…" if self.db_error is None else "no data yet", "dim"))
+            age.append(("connecting…" if self.db_error is None else "no data yet", "dim"))
         else:
-            age = time.time() - self.updated_at
-            parts.append(f"updated {format_duration(age)} ago")
+            seconds = time.time() - self.updated_at
+            age.append(f"updated {format_duration(seconds)} ago")
             if self.last_poll_ms is not None:
-                parts.append((f" ({self.last_poll_ms:.0f} ms)", "dim"))
+                age.append((f" ({self.last_poll_ms:.0f} ms)", "dim"))
+        tail: list[Any] = []
         if self.db_error is not None:
-            parts += ["  │ ", ("DB DOWN", "bold reverse")]
+            tail += ["  │ ", ("DB DOWN", "bold reverse")]
         if self.read_only:
-            parts += ["  │ ", ("READ-ONLY", "bold reverse")]
-        status.update(Text.assemble(*parts))
+            tail += ["  │ ", ("READ-ONLY", "bold reverse")]
+        status.show(Text.assemble(*head), Text.assemble(*age), Text.assemble(*tail))
         self._render_banner()
 
     def _render_banner(self) -> None:
@@ -193,13 +198,13 @@ class JobtuiApp(WriteFlows):
             if self.updated_at is not None
             else "no data yet"
         )
-        banner.update(
-            Text.assemble(
-                ("⚠ DATABASE UNREACHABLE ", "bold"),
-                inert(self.db_error),
-                f" — retrying in {retry:.0f}s; {since}",
-            )
+        text = Text.assemble(
+            ("⚠ DATABASE UNREACHABLE ", "bold"),
+            inert(self.db_error),
+            f" — retrying in {retry:.0f}s; {since}",
         )
+        if not same(banner.content, text):
+            banner.update(text)
         banner.display = True
 
     # --- refresh loop --------------------------------------------------------------------
@@ -233,7 +238,11 @@ class JobtuiApp(WriteFlows):
             if not self.refresh_paused:
                 self._schedule(BLOCKED_RECHECK_S)
             return
-        pane = self.active_pane
+        try:
+            pane = self.active_pane
+        except NoMatches:  # the app is closing and its widgets are gone
+            self._polling = False
+            return
         started = time.monotonic()
         data: Any = None
         failure: BaseException | None = None

@@ -22,13 +22,14 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.highlight import highlight
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from jobtui import browse
 from jobtui.config import format_duration
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.inert import clean, inert, payload_json
+from jobtui.tui.widgets.footer import ConsoleFooter
 
 if TYPE_CHECKING:
     from jobtui.tui.app import JobtuiApp
@@ -108,7 +109,7 @@ class DetailScreen(Screen[None]):
             yield Static(Text("loading…", style="dim"), id="detail-head")
             yield Static("", id="detail-payload", classes="detail-section")
             yield Static("", id="detail-errors", classes="detail-section")
-        yield Footer()
+        yield ConsoleFooter()
 
     def on_mount(self) -> None:
         self.query_one("#detail-payload").border_title = "payload"

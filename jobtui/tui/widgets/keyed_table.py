@@ -16,11 +16,17 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 
+from jobtui.tui.texts import TextKey, text_key
+
 MARK = "●"
 
 
 class KeyedTable(DataTable[Text]):
-    """Rows are `(key, cells)`; `sync` replaces the content without losing the operator's place."""
+    """Rows are `(key, cells)`; `sync` replaces the content without losing the operator's place.
+
+    Cells are compared by `text_key` (style included): a cell is updated only when it would
+    look different, and the table is redrawn only when one is.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", "Down", show=False, id="down"),
@@ -43,7 +49,7 @@ class KeyedTable(DataTable[Text]):
         )
         self.markable = markable
         self.marked: set[str] = set()
-        self._cells: dict[str, tuple[Text, ...]] = {}
+        self._cells: dict[str, tuple[TextKey, ...]] = {}
         self._order: list[str] = []
         self._columns: list[str] = []
 
@@ -86,13 +92,13 @@ class KeyedTable(DataTable[Text]):
         keys = [key for key, _ in rows]
         if keys == self._order:
             for key, cells in rows:
-                new = tuple(cells)
+                new = tuple(text_key(c) for c in cells)
                 old = self._cells.get(key)
                 if old == new:
                     continue
                 for index, column in enumerate(self._columns):
                     if old is None or old[index] != new[index]:
-                        self.update_cell(key, column, new[index])
+                        self.update_cell(key, column, cells[index])
                 self._cells[key] = new
             return
         cursor_key = self.current_key
@@ -105,10 +111,9 @@ class KeyedTable(DataTable[Text]):
             self.clear(columns=False)
             self._cells = {}
             for key, cells in rows:
-                row = tuple(cells)
-                self._cells[key] = row
+                self._cells[key] = tuple(text_key(c) for c in cells)
                 prefix = (self._mark_cell(key),) if self.markable else ()
-                self.add_row(*prefix, *row, key=key)
+                self.add_row(*prefix, *cells, key=key)
             self._order = keys
             if keys:
                 if cursor_key in present:

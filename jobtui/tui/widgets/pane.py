@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from jobtui.models import Page
 from jobtui.tui.connection import Link
+from jobtui.tui.texts import same
 
 if TYPE_CHECKING:
     from jobtui.tui.app import JobtuiApp
@@ -78,7 +79,12 @@ async def load_pages(
 
 
 class InfoLine(Static):
-    """A one-line strip above a table: the filter in force and what is shown."""
+    """A one-line strip above a table: the filter in force and what is shown.
+
+    Redrawn only when its text changes, not on every refresh of the table below.
+    """
 
     def set(self, *parts: Text | str) -> None:
-        self.update(Text.assemble(*parts))
+        text = Text.assemble(*parts)
+        if not same(self.content, text):
+            self.update(text, layout=False)

@@ -1,4 +1,9 @@
-"""Small display widgets for the Overview: number tiles and labelled sparklines."""
+"""Small display widgets for the Overview: number tiles and labelled sparklines.
+
+Both redraw only when what they show changes: every `update()` or title change makes Textual
+send the whole widget to the terminal again, and the Overview is refreshed every 2 s with
+mostly the same figures (a console left open over SSH should cost next to no bandwidth).
+"""
 
 from __future__ import annotations
 
@@ -23,10 +28,14 @@ class Tile(Static):
         super().__init__(id=id, classes="tile")
         self.label = label
         self.note = ""
+        self.value = ""
         self._show("–")
 
     def _show(self, value: str) -> None:
-        self.update(Text.assemble((self.label, "dim"), "\n", (value, "bold")))
+        if value == self.value:
+            return
+        self.value = value
+        self.update(Text.assemble((self.label, "dim"), "\n", (value, "bold")), layout=False)
 
     def set(self, value: str, level: str | None = None, note: str = "") -> None:
         """Show `value`; `level` is one of ok, warn, crit (or None for a plain tile)."""
@@ -43,12 +52,24 @@ class Spark(Vertical):
         super().__init__(id=id, classes="spark")
         self.border_title = label
         self._label = label
+        self._values: list[float] | None = None
+        self._title = label
+        self._subtitle: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Sparkline([], summary_function=max)
 
     def set(self, values: Sequence[float], current: str, peak: str) -> None:
         """`current` goes in the title (it matters most), the peak of the hour below."""
-        self.query_one(Sparkline).data = list(values) if values else [0.0]
-        self.border_title = f"{self._label} {current}"
-        self.border_subtitle = f"max {peak}"
+        data = list(values) if values else [0.0]
+        if data != self._values:
+            self._values = data
+            self.query_one(Sparkline).data = data
+        title = f"{self._label} {current}"
+        if title != self._title:
+            self._title = title
+            self.border_title = title
+        subtitle = f"max {peak}"
+        if subtitle != self._subtitle:
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
