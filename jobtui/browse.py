@@ -48,6 +48,8 @@ def statement(schema: str, name: str) -> str:
     q = queries(schema)
     return (
         q[name]
+        .replace("__job_columns__", q.browse_job_columns)
+        .replace("__dead_columns__", q.browse_dead_columns)
         .replace("__job_where__", q.browse_job_where)
         .replace("__job_text__", q.browse_job_text)
         .replace("__dead_where__", q.browse_dead_where)

@@ -41,21 +41,31 @@ AND (%(error)s::text IS NULL OR d.last_error ILIKE %(error)s::text ESCAPE '\')
  OR d.id = %(text_id)s::bigint
  OR d.payload::text ILIKE %(pattern)s::text ESCAPE '\')
 
+-- name: browse_job_columns
+-- The columns of a JobRow (spliced in as __job_columns__). Payloads come back as text and
+-- run_at is clamped to year 9999, so that one row a Python client cannot decode (jsonb nested
+-- deeper than json.loads allows, a date after 9999, both insertable by plain SQL) shows as
+-- such instead of breaking the page.
+j.id, j.kind,
+CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
+     WHEN j.finished_at IS NOT NULL THEN 'succeeded'
+     WHEN j.locked_at IS NOT NULL THEN 'running'
+     WHEN j.attempts > 0 THEN 'retrying'
+     WHEN j.run_at > now() THEN 'scheduled'
+     ELSE 'ready' END AS state,
+j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
+least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
+j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
+j.last_error, j.errors
+
+-- name: browse_dead_columns
+-- The columns of a DeadLetterRow (spliced in as __dead_columns__), read as for jobs.
+d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
+d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at,
+d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+
 -- name: browse_jobs_page
--- Payloads come back as text and run_at is clamped to year 9999, so that one row a Python
--- client cannot decode (jsonb nested deeper than json.loads allows, a date after 9999,
--- both insertable by plain SQL) shows as such instead of breaking the page.
-SELECT j.id, j.kind,
-       CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
-            WHEN j.finished_at IS NOT NULL THEN 'succeeded'
-            WHEN j.locked_at IS NOT NULL THEN 'running'
-            WHEN j.attempts > 0 THEN 'retrying'
-            WHEN j.run_at > now() THEN 'scheduled'
-            ELSE 'ready' END AS state,
-       j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
-       least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
-       j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
-       j.last_error, j.errors
+SELECT __job_columns__
 FROM __schema__.jobs j
 WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
   AND __job_where__
@@ -64,17 +74,7 @@ ORDER BY j.id DESC
 LIMIT %(limit)s
 
 -- name: browse_job_by_id
-SELECT j.id, j.kind,
-       CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
-            WHEN j.finished_at IS NOT NULL THEN 'succeeded'
-            WHEN j.locked_at IS NOT NULL THEN 'running'
-            WHEN j.attempts > 0 THEN 'retrying'
-            WHEN j.run_at > now() THEN 'scheduled'
-            ELSE 'ready' END AS state,
-       j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
-       least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
-       j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
-       j.last_error, j.errors
+SELECT __job_columns__
 FROM __schema__.jobs j
 WHERE j.id = %(id)s
 
@@ -82,8 +82,7 @@ WHERE j.id = %(id)s
 SELECT count(*) FROM __schema__.jobs j WHERE __job_where__ AND __job_text__
 
 -- name: browse_dead_page
-SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
-       d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+SELECT __dead_columns__
 FROM __schema__.dead_letters d
 WHERE (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
   AND __dead_where__
@@ -92,8 +91,7 @@ ORDER BY d.id DESC
 LIMIT %(limit)s
 
 -- name: browse_dead_by_id
-SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
-       d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+SELECT __dead_columns__
 FROM __schema__.dead_letters d
 WHERE d.id = %(id)s
 
@@ -140,8 +138,7 @@ SELECT has_any_column_privilege('__schema__.jobs', 'UPDATE')
     OR pg_is_in_recovery() AS read_only
 
 -- name: browse_dead_by_ids_page
-SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
-       d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+SELECT __dead_columns__
 FROM __schema__.dead_letters d
 WHERE d.id = ANY(%(ids)s::bigint[])
   AND (%(before)s::bigint IS NULL OR d.id < %(before)s::bigint)
@@ -168,17 +165,7 @@ WITH scope AS MATERIALIZED (
 SELECT b.scope_lo, b.scope_n, r.*
 FROM bounds b
 LEFT JOIN LATERAL (
-  SELECT j.id, j.kind,
-         CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
-              WHEN j.finished_at IS NOT NULL THEN 'succeeded'
-              WHEN j.locked_at IS NOT NULL THEN 'running'
-              WHEN j.attempts > 0 THEN 'retrying'
-              WHEN j.run_at > now() THEN 'scheduled'
-              ELSE 'ready' END AS state,
-         j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
-       least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
-         j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
-         j.last_error, j.errors
+  SELECT __job_columns__
   FROM __schema__.jobs j
   WHERE j.id = ANY(ARRAY(SELECT id FROM hits))
 ) r ON true
@@ -199,8 +186,7 @@ WITH scope AS MATERIALIZED (
 SELECT b.scope_lo, b.scope_n, r.*
 FROM bounds b
 LEFT JOIN LATERAL (
-  SELECT d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
-         d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+  SELECT __dead_columns__
   FROM __schema__.dead_letters d
   WHERE d.id = ANY(ARRAY(SELECT id FROM hits))
 ) r ON true
