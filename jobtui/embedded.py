@@ -28,23 +28,17 @@ class EmbeddedServer:
     data_dir: Path
     dsn: str
     _handle: Any
+    _restarted: bool = False
 
     def restart(self, *, down_for: float = 0.0) -> None:
         """Stop the server (fast mode, dropping every connection), wait, start it again.
 
         For tests and the chaos script: it keeps the same socket, port and options.
         """
-        pg_ctl = str(Path(self._handle.bin_path) / "pg_ctl")
-        user = self._handle.system_user
-        pgdata = str(self._handle.pgdata)
-        subprocess.run(
-            [pg_ctl, "-w", "-D", pgdata, "stop", "-m", "fast"],
-            user=user,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        self._pg_ctl_stop(check=True)
+        self._restarted = True
         time.sleep(down_for)
+        pg_ctl, user, pgdata = self._pg_ctl()
         opts = Path(pgdata, "postmaster.opts").read_text()
         subprocess.run(
             [
@@ -64,11 +58,32 @@ class EmbeddedServer:
             timeout=60,
         )
 
+    def _pg_ctl(self) -> tuple[str, str | None, str]:
+        return (
+            str(Path(self._handle.bin_path) / "pg_ctl"),
+            self._handle.system_user,
+            str(self._handle.pgdata),
+        )
+
+    def _pg_ctl_stop(self, *, check: bool) -> None:
+        pg_ctl, user, pgdata = self._pg_ctl()
+        subprocess.run(
+            [pg_ctl, "-w", "-D", pgdata, "stop", "-m", "fast"],
+            user=user,
+            check=check,
+            capture_output=True,
+            timeout=60,
+        )
+
     def stop(self) -> None:
         """Stop the server (it is restarted by the next `start_embedded` on the same dir)."""
         # Stopping twice or after a crash is harmless.
         with contextlib.suppress(Exception):
             self._handle.cleanup()
+        if self._restarted:
+            # pgserver only knows the postmaster it started; after restart() stop it ourselves.
+            with contextlib.suppress(Exception):
+                self._pg_ctl_stop(check=False)
 
 
 def start_embedded(
