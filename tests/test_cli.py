@@ -53,7 +53,7 @@ def test_every_subcommand_has_help_with_examples(capsys: pytest.CaptureFixture[s
 
 def test_cli_does_not_import_textual() -> None:
     code = (
-        "import sys, jobtui.cli, jobtui.cli_commands, jobtui.cli_format, jobtui.cli_check, "
+        "import sys, jobtui.cli, jobtui.cli.jobs, jobtui.cli.output, jobtui.cli.nagios, "
         "jobtui.demo, jobtui.roles\n"
         "jobtui.cli.build_parser()\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'textual'))"

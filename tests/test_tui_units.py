@@ -13,7 +13,7 @@ from jobtui.tui.filters import (
     parse_dead_filter,
     parse_job_filter,
 )
-from jobtui.tui.inert import clean, inert, payload_json, payload_preview
+from jobtui.inert import clean, inert, payload_json, payload_preview
 from jobtui.tui.texts import same
 
 

@@ -1,4 +1,4 @@
-"""`jobtui check`: one Nagios/Icinga status line and exit code from a metrics snapshot.
+"""`jobtui check`'s logic: one Nagios/Icinga status line and exit code from a metrics snapshot.
 
 Each `--max-*` threshold is the WARNING level: a value above it warns. The CRITICAL level is
 the matching `--crit-*` flag, or twice the warning level when that flag is absent (so

@@ -1,15 +1,12 @@
-"""Rendering for the command line: inert text, plain tables, JSON and Prometheus output.
+"""Rendering for the command line: plain tables, detail views, JSON and Prometheus output.
 
-Text that comes from the database (payloads, error messages, kind names) was written by
-applications and, through them, by anyone who can put text in a job; it is printed with every
-control character shown as a visible escape, and never through Rich markup.
+Text that comes from the database (payloads, error messages, kind names) goes through the one
+escaper, `jobtui.inert`, before it is printed; nothing is printed through Rich markup.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import shutil
 import sys
 from collections.abc import Iterable, Sequence
@@ -17,44 +14,9 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobtui.config import format_duration
+from jobtui.inert import ascii_json, clean, cut, first_line, payload_json
+from jobtui.inert import prometheus_label as _label
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow, Snapshot
-
-# C0 controls except tab/newline (multi-line) or all of them (single line), DEL, C1 controls
-# and the bidi/zero-width characters that can reorder or hide what an operator reads.
-_CONTROL_ML = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
-)
-_CONTROL_1L = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group(0))
-    if code == 0x0A:
-        return "\\n"
-    if code == 0x09:
-        return "\\t"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
-
-
-def clean(value: object, *, multiline: bool = False) -> str:
-    """`value` as text in which no character can act on the terminal."""
-    text = value if isinstance(value, str) else str(value)
-    return (_CONTROL_ML if multiline else _CONTROL_1L).sub(_escape, text)
-
-
-def cut(text: str, width: int) -> str:
-    """`text` cut to `width` characters with an ellipsis."""
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
-
-
-def compact_json(value: Any) -> str:
-    """One-line JSON, inert."""
-    return clean(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
-
-
-def pretty_json(value: Any) -> str:
-    """Indented JSON, inert (newlines kept)."""
-    return clean(json.dumps(value, ensure_ascii=False, indent=2, default=str), multiline=True)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, flex: int = -1) -> str:
@@ -84,10 +46,6 @@ def age(since: datetime | None, now: datetime) -> str:
     return "–" if since is None else format_duration((now - since).total_seconds())
 
 
-def first_line(text: str | None) -> str:
-    return "" if not text else text.strip().splitlines()[0] if text.strip() else ""
-
-
 def to_jsonable(value: Any) -> Any:
     """Records (dataclasses) as plain JSON values: datetimes in ISO 8601, sets as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -107,7 +65,7 @@ def to_jsonable(value: Any) -> Any:
 
 def dumps(value: Any) -> str:
     """JSON for scripts; ASCII-only, so control characters always travel escaped."""
-    return json.dumps(to_jsonable(value), indent=2)
+    return ascii_json(to_jsonable(value), indent=2)
 
 
 # --- detail views -------------------------------------------------------------------------
@@ -141,7 +99,7 @@ def job_detail(job: JobRow) -> str:
         ("last error", first_line(job.last_error) or "–"),
     ]
     lines = [f"{name + ':':<18}{clean(value)}" for name, value in fields]
-    lines += ["payload:", _indent(pretty_json(job.payload)), "errors:", *_errors_block(job.errors)]
+    lines += ["payload:", _indent(payload_json(job.payload)), "errors:", *_errors_block(job.errors)]
     return "\n".join(lines)
 
 
@@ -159,7 +117,7 @@ def dead_detail(row: DeadLetterRow) -> str:
         ("signature", row.error_signature),
     ]
     lines = [f"{name + ':':<18}{clean(value)}" for name, value in fields]
-    lines += ["payload:", _indent(pretty_json(row.payload)), "errors:", *_errors_block(row.errors)]
+    lines += ["payload:", _indent(payload_json(row.payload)), "errors:", *_errors_block(row.errors)]
     return "\n".join(lines)
 
 
@@ -217,11 +175,6 @@ def stats_text(snap: Snapshot) -> str:
         "P95",
     )
     return head + "\n\n" + table(headers, rows, flex=0)
-
-
-def _label(value: str) -> str:
-    """A label value: control characters made visible first, then Prometheus escaping."""
-    return clean(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(snap: Snapshot) -> str:

@@ -39,7 +39,7 @@ from jobtui.db import describe_error
 from jobtui.models import JobFilter
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown
-from jobtui.tui.inert import clean, inert
+from jobtui.inert import clean, inert
 from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from jobtui.tui.inert import clean
+from jobtui.inert import clean
 
 if TYPE_CHECKING:
     from jobtui.tui.app import JobtuiApp

@@ -31,7 +31,7 @@ from jobtui.tui.actions import (
     describe_filter,
 )
 from jobtui.tui.connection import Link, LinkDown
-from jobtui.tui.inert import clean, inert
+from jobtui.inert import clean, inert
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.widgets.keyed_table import KeyedTable
 

@@ -28,7 +28,7 @@ from jobtui import browse
 from jobtui.config import format_duration
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
 from jobtui.tui.connection import LinkDown
-from jobtui.tui.inert import clean, inert, payload_json
+from jobtui.inert import clean, inert, payload_json
 from jobtui.tui.widgets.footer import ConsoleFooter
 
 if TYPE_CHECKING:

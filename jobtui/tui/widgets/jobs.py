@@ -27,7 +27,7 @@ from jobtui.config import format_duration
 from jobtui.models import JobFilter, JobRow
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
-from jobtui.tui.inert import inert, one_line, payload_preview
+from jobtui.inert import inert, one_line, payload_preview
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.widgets.keyed_table import KeyedTable

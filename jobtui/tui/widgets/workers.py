@@ -19,7 +19,7 @@ from jobtui import metrics
 from jobtui.config import format_duration
 from jobtui.models import Snapshot
 from jobtui.tui.connection import Link
-from jobtui.tui.inert import inert
+from jobtui.inert import inert
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.pane import Pane

@@ -1,4 +1,4 @@
--- Statements of the command line and the demo (seeding and the headless summary).
+-- Statements of the demo (jobtui.demo): seeding and the headless summary.
 
 -- name: demo_insert_dead
 INSERT INTO __schema__.dead_letters
@@ -38,3 +38,6 @@ SELECT
 
 -- name: demo_pending_count
 SELECT count(*) FROM __schema__.jobs WHERE finished_at IS NULL
+
+-- name: demo_clock
+SELECT now()

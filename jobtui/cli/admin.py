@@ -1,0 +1,171 @@
+"""`jobtui worker`, `migrate`, `prune` and `roles`: running and maintaining a deployment."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from datetime import timedelta
+
+import psycopg
+
+from jobtui import ops
+from jobtui.cli.args import Args, Commands, duration, positive_int
+from jobtui.cli.errors import CliError
+from jobtui.cli.progress import progress
+from jobtui.cli.session import dsn_of, out, plural, run_with_connection, schema_of
+from jobtui.config import format_duration
+from jobtui.db import check_schema, connect
+
+DAY_S = 86400.0
+
+
+def register(commands: Commands) -> None:
+    _register_worker(commands)
+    p = commands.add(
+        "migrate",
+        "Create or upgrade jobtui's tables (safe to run repeatedly).",
+        cmd_migrate,
+        "jobtui migrate",
+        "jobtui migrate --schema queue --dry-run",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
+
+    p = commands.add(
+        "prune",
+        "Delete finished (succeeded or cancelled) jobs older than a window.",
+        cmd_prune,
+        "jobtui prune",
+        "jobtui prune --older-than 30d",
+    )
+    p.add_argument(
+        "--older-than",
+        type=duration,
+        default=7 * DAY_S,
+        metavar="DURATION",
+        help="default 7d; dead letters are never pruned",
+    )
+
+    p = commands.add(
+        "roles",
+        "Least-privilege roles: print the SQL creating monitor/operator/worker.",
+        cmd_roles,
+        'jobtui roles --print-sql | psql "$DATABASE_URL"',
+        "jobtui roles --print-sql --schema queue --prefix myapp_jobs_",
+    )
+    p.add_argument("--print-sql", action="store_true", required=True)
+    p.add_argument("--prefix", default="jobtui_", help="role-name prefix (default jobtui_)")
+
+
+def _register_worker(commands: Commands) -> None:
+    p = commands.add(
+        "worker",
+        "Run the bundled worker with your handlers.",
+        cmd_worker,
+        "jobtui worker --app myapp.jobs",
+        "jobtui worker --app myapp.jobs:registry --concurrency 20 --kinds email,report",
+    )
+    p.add_argument(
+        "--app",
+        required=True,
+        metavar="MODULE[:ATTR]",
+        help="module holding a jobtui Registry (attribute default: registry)",
+    )
+    p.add_argument("--concurrency", type=positive_int, default=10, help="jobs at once (default 10)")
+    p.add_argument("--kinds", help="comma-separated kinds to handle (default: all registered)")
+    for flag, default, help_ in (
+        ("--heartbeat", 5.0, "heartbeat interval (default 5s)"),
+        (
+            "--heartbeat-timeout",
+            30.0,
+            "a worker silent this long is dead and its jobs are rescued (default 30s)",
+        ),
+        ("--shutdown-grace", 30.0, "on SIGTERM, wait this long for running jobs (default 30s)"),
+        ("--retention", 7 * DAY_S, "prune finished jobs older than this (default 7d)"),
+    ):
+        p.add_argument(flag, type=duration, default=default, metavar="DURATION", help=help_)
+    p.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper
+    )
+
+
+def cmd_worker(args: Args) -> int:
+    from jobtui.registry import load_registry  # the worker is imported by this command only
+    from jobtui.worker import WorkerSettings, run_worker
+
+    registry = load_registry(args.app)
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    if kinds:
+        missing = [k for k in kinds if k not in registry]
+        if missing:
+            raise CliError(
+                f"--kinds names kinds with no handler in {args.app}: {', '.join(missing)}"
+            )
+    dsn, schema = dsn_of(args), schema_of(args)
+    with connect(dsn) as conn:
+        check_schema(conn, schema)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    settings = WorkerSettings(
+        concurrency=args.concurrency,
+        kinds=tuple(kinds) if kinds else None,
+        heartbeat_interval=args.heartbeat,
+        heartbeat_timeout=args.heartbeat_timeout,
+        shutdown_grace=args.shutdown_grace,
+        retention=timedelta(seconds=args.retention),
+    )
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    asyncio.run(run_worker(dsn, schema, registry, settings))
+    return 0
+
+
+def cmd_migrate(args: Args) -> int:
+    from jobtui.schema import applied_versions, migrate, pending_sql
+
+    schema = schema_of(args)
+    with connect(dsn_of(args)) as conn:
+        if args.dry_run:
+            pending = pending_sql(conn, schema)
+            if not pending:
+                out(f"-- schema {schema} is up to date; nothing to apply")
+            for migration, sql in pending:
+                out(f"-- migration {migration.version:04d}_{migration.name}")
+                out(sql.rstrip() + "\n")
+            return 0
+        applied = migrate(conn, schema)
+        version = max(applied_versions(conn, schema), default=0)
+    if applied:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)
+        out(f"migrated schema {schema} to version {version} (applied {names})")
+    else:
+        out(f"schema {schema} is up to date (version {version})")
+    return 0
+
+
+def cmd_prune(args: Args) -> int:
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        with progress("pruning finished jobs", None) as update:
+            n = await ops.prune_finished(
+                conn,
+                schema,
+                timedelta(seconds=args.older_than),
+                actor=ops.Actor.current(),
+                on_progress=update,
+            )
+        out(f"pruned {plural(n, 'finished job')} older than {format_duration(args.older_than)}")
+        return 0
+
+    return run_with_connection(args, body)
+
+
+def cmd_roles(args: Args) -> int:
+    from jobtui.roles import roles_sql
+
+    sys.stdout.write(roles_sql(schema_of(args), args.prefix))
+    return 0

@@ -1,0 +1,143 @@
+"""What every command group uses to declare its sub-commands: the parser class, the options
+common to all, argument types, and `Commands`, which adds a sub-command with its handler.
+
+A sub-command's handler is stored on its parser (`handler=`), so `jobtui.cli.main` calls
+`args.handler(args)`: no table of names, no string-built dispatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NoReturn
+
+from jobtui.cli.errors import EXIT_USAGE
+from jobtui.config import InvalidDuration, parse_duration
+
+Args = argparse.Namespace
+Handler = Callable[[Args], int]
+FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with errors as a single line (usage is one `--help` away)."""
+
+    error_exit_code = EXIT_USAGE
+    subcommands: argparse._SubParsersAction | None = None
+
+    def error(self, message: str) -> NoReturn:
+        message = " ".join(message.split())
+        self.exit(
+            self.error_exit_code, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n"
+        )
+
+
+@dataclass(frozen=True)
+class Commands:
+    """Adds sub-commands (each with its handler) to one parser."""
+
+    parser: Parser
+    common: Parser
+
+    @classmethod
+    def under(cls, parser: Parser, common: Parser, dest: str, *, required: bool) -> Commands:
+        sub = parser.add_subparsers(
+            dest=dest, metavar=dest.upper(), parser_class=Parser, required=required
+        )
+        parser.subcommands = sub
+        return cls(parser, common)
+
+    def add(self, name: str, help_: str, handler: Handler | None, *examples: str) -> Parser:
+        """A sub-command; `examples` become its epilog (a line without `jobtui` is prose)."""
+        assert self.parser.subcommands is not None
+        p = self.parser.subcommands.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            parents=[self.common],
+            formatter_class=FORMATTER,
+            epilog=epilog(*examples),
+        )
+        assert isinstance(p, Parser)
+        if handler is not None:
+            p.set_defaults(handler=handler)
+        return p
+
+    def group(self, name: str, help_: str, *examples: str) -> Commands:
+        """A sub-command that has sub-commands of its own (`jobtui dead list`)."""
+        parser = self.add(name, help_, None, *examples)
+        return Commands.under(parser, self.common, "action", required=True)
+
+
+def epilog(*lines: str) -> str:
+    """Examples (lines starting with `jobtui`) after any prose lines."""
+    prose = [line for line in lines if not line.startswith(("jobtui", "cat "))]
+    examples = [line for line in lines if line.startswith(("jobtui", "cat "))]
+    text = "examples:\n" + "\n".join("  " + line for line in examples) if examples else ""
+    return "\n".join(prose) + "\n\n" + text if prose else text
+
+
+def common_options() -> Parser:
+    """Options every subcommand takes; SUPPRESS lets them appear before or after it."""
+    p = Parser(add_help=False)
+    g = p.add_argument_group("connection")
+    g.add_argument(
+        "--dsn",
+        default=argparse.SUPPRESS,
+        help="PostgreSQL DSN (default: $JOBTUI_DSN, $DATABASE_URL, then libpq's PG* variables)",
+    )
+    g.add_argument(
+        "--schema",
+        default=argparse.SUPPRESS,
+        help="schema holding jobtui's tables (default: $JOBTUI_SCHEMA or public)",
+    )
+    g.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show tracebacks instead of one-line errors",
+    )
+    return p
+
+
+# --- argument types -------------------------------------------------------------------------
+
+
+def duration(text: str) -> float:
+    """argparse type: a duration in seconds (`30s`, `5m`, `2h`, `7d`)."""
+    try:
+        return parse_duration(text).total_seconds()
+    except InvalidDuration as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _whole(text: str, what: str = "a whole number") -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}") from None
+
+
+def non_negative_int(text: str) -> int:
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected zero or more, not {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = _whole(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
+    return value
+
+
+def job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"job ids are whole numbers, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"job ids are positive, not {value}")
+    return value
