@@ -25,6 +25,8 @@ class ActionSpec:
     count: Callable[..., Awaitable[int]] | None
     destructive: bool = False
     result: str = "{Past} {what}"  # the notification, e.g. "Requeued 3 dead letters"
+    # The filter a "matching now" choice may act on, from the one in force (None: no such choice).
+    scope: Callable[[Any], Any] = lambda flt: flt
 
     def outcome(self, n: int) -> str:
         return self.result.format(Past=self.past.capitalize(), what=self.nouns(n))
@@ -50,6 +52,18 @@ DELETE = ActionSpec(
     browse.count_dead,
     destructive=True,
 )
+
+
+def cancellable(flt: JobFilter | None) -> JobFilter | None:
+    """The filter narrowed to unfinished states (the only ones a cancel can change), or None."""
+    if flt is None:
+        return None
+    states = tuple(s for s in (flt.states or PENDING_STATES) if s in PENDING_STATES)
+    if not states:
+        return None
+    return replace(flt, states=states)
+
+
 CANCEL = ActionSpec(
     "Cancel",
     "cancelled",
@@ -58,18 +72,18 @@ CANCEL = ActionSpec(
     ops.cancel_jobs_matching,
     browse.count_jobs,
     destructive=True,
+    scope=cancellable,
 )
 RUN_NOW = ActionSpec(
-    "Run now", "made due", "job", ops.run_now, None, None, result="Made {what} due now"
+    "Run now",
+    "made due",
+    "job",
+    ops.run_now,
+    None,
+    None,
+    result="Made {what} due now",
+    scope=lambda flt: None,  # by ids only: the jobs pane's filter is not offered
 )
-
-
-def cancellable(flt: JobFilter) -> JobFilter | None:
-    """The filter narrowed to unfinished states (the only ones a cancel can change), or None."""
-    states = tuple(s for s in (flt.states or PENDING_STATES) if s in PENDING_STATES)
-    if not states:
-        return None
-    return replace(flt, states=states)
 
 
 def describe_filter(flt: Any) -> str:

@@ -10,20 +10,22 @@ BINDINGS (app-wide):
     q           quit
 
 The refresh loop is poll → render → schedule the next poll; it never starts while one runs
-and skips the database while a modal or the detail screen is open. Every write goes through
-`jobtui.ops` in the flows of `jobtui.tui.writes`, after a confirmation that names the count.
+and skips the database while a modal or the detail screen is open. Panes and screens ask for
+writes, exports and navigation with the messages of `jobtui.tui.host`; every write goes through
+`jobtui.ops` in the one `WriteController`, after a confirmation that names the count, and its
+outcome comes back as a message handled below (`on_write_controller_*`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
 
 import psycopg
+from psycopg import errors as pgerrors
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
@@ -36,30 +38,38 @@ from jobtui import browse, ops
 from jobtui.config import format_duration
 from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
+from jobtui.inert import clean, inert
 from jobtui.models import JobFilter
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown
-from jobtui.inert import clean, inert
+from jobtui.tui.host import (
+    DetailAsked,
+    ExportAsked,
+    KindChosen,
+    PaletteEntry,
+    PauseAsked,
+    WriteAsked,
+)
 from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
+from jobtui.tui.panes.dead import DeadPane
+from jobtui.tui.panes.jobs import JobsPane
+from jobtui.tui.panes.overview import OverviewPane
+from jobtui.tui.panes.pane import Pane
+from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
 from jobtui.tui.texts import same
-from jobtui.tui.widgets.dead import DeadPane
 from jobtui.tui.widgets.footer import ConsoleFooter
-from jobtui.tui.widgets.jobs import JobsPane
 from jobtui.tui.widgets.keyed_table import KeyedTable
-from jobtui.tui.widgets.overview import OverviewPane
-from jobtui.tui.widgets.pane import Pane
 from jobtui.tui.widgets.status import StatusBar
-from jobtui.tui.widgets.workers import WorkersPane
-from jobtui.tui.writes import WriteFlows
+from jobtui.tui.write_controller import WriteController
 
 TABS = ("overview", "jobs", "dead", "workers")
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
 
 
-class JobtuiApp(WriteFlows):
+class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
     CSS_PATH = "app.tcss"
@@ -97,6 +107,7 @@ class JobtuiApp(WriteFlows):
         self._timer: Timer | None = None
         self._checked_connects = 0
         self._poll_error: str | None = None
+        self.writes = WriteController(self, self.link, self.actor, lambda: self.read_only)
 
     # --- layout --------------------------------------------------------------------------
 
@@ -402,20 +413,57 @@ class JobtuiApp(WriteFlows):
             ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
         ]
 
-    # --- navigation used by panes --------------------------------------------------------
+    # --- what panes and screens ask for (jobtui.tui.host) --------------------------------
 
     def open_detail(self, what: str, row_id: int) -> None:
         self.push_screen(DetailScreen(what, row_id))
 
-    def show_jobs_of_kind(self, kind: str) -> None:
+    def on_detail_asked(self, message: DetailAsked) -> None:
+        self.open_detail(message.what, message.row_id)
+
+    def on_kind_chosen(self, message: KindChosen) -> None:
         self.query_one("#tabs", TabbedContent).active = "jobs"
-        self.query_one(JobsPane).set_filter(JobFilter(kind=kind))
+        self.query_one(JobsPane).set_filter(JobFilter(kind=message.kind))
+
+    def on_write_asked(self, message: WriteAsked) -> None:
+        self.writes.ask(
+            message.spec, message.ids, message.flt, group=message.group, after=message.after
+        )
+
+    def on_pause_asked(self, message: PauseAsked) -> None:
+        self.writes.toggle_pause(message.kind, message.paused)
+
+    def on_export_asked(self, message: ExportAsked) -> None:
+        self.writes.export(message.ids, message.flt, message.group)
+
+    # --- what the write controller reports: the one place its outcomes are handled --------
+
+    def on_write_controller_done(self, message: WriteController.Done) -> None:
+        self.notify(
+            message.text, severity=message.severity, markup=False, timeout=message.timeout
+        )
+        if message.wrote:
+            for table in self.query(KeyedTable):
+                table.clear_marks()
+        if message.after is not None:
+            message.after()
+        if message.refresh:
+            self.refresh_now()
+
+    def on_write_controller_failed(self, message: WriteController.Failed) -> None:
+        exc = message.error
+        if isinstance(exc, LinkDown):
+            self._set_down(exc.message)
+        if isinstance(exc, pgerrors.InsufficientPrivilege):
+            self._go_read_only("the database refused a write (insufficient privilege)")
+        text = exc.message if isinstance(exc, LinkDown) else describe_error(exc)
+        self.notify(clean(text), severity="error", markup=False, timeout=8)
 
     # --- command palette -----------------------------------------------------------------
 
-    def palette_entries(self) -> list[tuple[str, str, Callable[[], Any]]]:
+    def palette_entries(self) -> list[PaletteEntry]:
         pane = self.active_pane
-        out: list[tuple[str, str, Callable[[], Any]]] = []
+        out: list[PaletteEntry] = []
         for title, help_, action in pane.palette_commands():
             out.append((title, help_, partial(self.run_action, action, pane)))
         for name in TABS:

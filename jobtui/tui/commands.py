@@ -4,23 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from jobtui.inert import clean
-
-if TYPE_CHECKING:
-    from jobtui.tui.app import JobtuiApp
+from jobtui.tui.host import host
 
 
 class ConsoleCommands(Provider):
     """Offers global console commands plus the current pane's selection-aware commands."""
 
     def _commands(self) -> list[tuple[str, str, Callable[[], Any]]]:
-        app: JobtuiApp = self.app  # type: ignore[assignment]
-        return [(clean(title), help_, command) for title, help_, command in app.palette_entries()]
+        entries = host(self.app).palette_entries()
+        return [(clean(title), help_, command) for title, help_, command in entries]
 
     async def discover(self) -> Hits:
         for title, help_, command in self._commands():

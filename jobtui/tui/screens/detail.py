@@ -11,7 +11,7 @@ BINDINGS:
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -26,13 +26,12 @@ from textual.widgets import Static
 
 from jobtui import browse
 from jobtui.config import format_duration
-from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
-from jobtui.tui.connection import LinkDown
 from jobtui.inert import clean, inert, payload_json
+from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
+from jobtui.tui.actions import CANCEL, DELETE, REQUEUE, RUN_NOW
+from jobtui.tui.connection import LinkDown
+from jobtui.tui.host import Host, WriteAsked, host
 from jobtui.tui.widgets.footer import ConsoleFooter
-
-if TYPE_CHECKING:
-    from jobtui.tui.app import JobtuiApp
 
 
 def _when(ts: datetime | None, now: datetime) -> Text:
@@ -100,8 +99,8 @@ class DetailScreen(Screen[None]):
         self.row: JobRow | DeadLetterRow | None = None
 
     @property
-    def console(self) -> JobtuiApp:
-        return self.app  # type: ignore[return-value]
+    def console(self) -> Host:
+        return host(self.app)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="detail-scroll") as scroll:
@@ -203,14 +202,14 @@ class DetailScreen(Screen[None]):
 
     def action_cancel_job(self) -> None:
         if self.what == "job":
-            self.console.ask_cancel_jobs([self.row_id], None, after=self.reload)
+            self.post_message(WriteAsked(CANCEL, [self.row_id], None, after=self.reload))
 
     def action_retry(self) -> None:
         if self.what == "job":
-            self.console.ask_run_now([self.row_id], None, after=self.reload)
+            self.post_message(WriteAsked(RUN_NOW, [self.row_id], None, after=self.reload))
         else:
-            self.console.ask_requeue([self.row_id], None, after=self.reload)
+            self.post_message(WriteAsked(REQUEUE, [self.row_id], None, after=self.reload))
 
     def action_delete(self) -> None:
         if self.what == "dead":
-            self.console.ask_delete([self.row_id], None, after=self.reload)
+            self.post_message(WriteAsked(DELETE, [self.row_id], None, after=self.reload))

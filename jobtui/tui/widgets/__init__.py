@@ -1,1 +1,1 @@
-"""Widgets of the console: keyed tables, tiles and one pane per tab."""
+"""Widgets of the console: keyed tables, tiles, the status bar and the footer."""

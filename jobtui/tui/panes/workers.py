@@ -17,12 +17,13 @@ from textual.binding import Binding, BindingType
 
 from jobtui import metrics
 from jobtui.config import format_duration
+from jobtui.inert import inert
 from jobtui.models import Snapshot
 from jobtui.tui.connection import Link
-from jobtui.inert import inert
+from jobtui.tui.host import PauseAsked
 from jobtui.tui.palette import cell_styles
+from jobtui.tui.panes.pane import Pane
 from jobtui.tui.widgets.keyed_table import KeyedTable
-from jobtui.tui.widgets.pane import Pane
 
 
 class WorkersPane(Pane):
@@ -126,7 +127,7 @@ class WorkersPane(Pane):
     def action_toggle_pause_kind(self) -> None:
         kind = self.current_kind()
         if kind is not None:
-            self.console.toggle_pause(kind, self.is_paused(kind))
+            self.post_message(PauseAsked(kind, self.is_paused(kind)))
 
     def palette_commands(self) -> list[tuple[str, str, str]]:
         kind = self.current_kind()

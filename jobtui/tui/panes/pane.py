@@ -7,7 +7,7 @@ so rendering never waits on the database and the next poll starts only after `sh
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.containers import Vertical
@@ -15,10 +15,8 @@ from textual.widgets import Static
 
 from jobtui.models import Page
 from jobtui.tui.connection import Link
+from jobtui.tui.host import Host, host
 from jobtui.tui.texts import same
-
-if TYPE_CHECKING:
-    from jobtui.tui.app import JobtuiApp
 
 WRITE_ACTIONS = frozenset({"requeue", "delete", "cancel", "run_now", "toggle_pause_kind"})
 
@@ -29,8 +27,8 @@ class Pane(Vertical):
     main_table = ""
 
     @property
-    def console(self) -> JobtuiApp:
-        return self.app  # type: ignore[return-value]
+    def console(self) -> Host:
+        return host(self.app)
 
     async def load(self, link: Link) -> Any:
         raise NotImplementedError

@@ -24,14 +24,16 @@ from textual.widgets import DataTable
 
 from jobtui import browse
 from jobtui.config import format_duration
+from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import JobFilter, JobRow
+from jobtui.tui.actions import CANCEL, RUN_NOW
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
-from jobtui.inert import inert, one_line, payload_preview
+from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
+from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.widgets.keyed_table import KeyedTable
-from jobtui.tui.widgets.pane import InfoLine, Pane, load_pages
 
 COUNT_EVERY_S = 30.0
 HINT = (
@@ -189,12 +191,12 @@ class JobsPane(Pane):
     def action_cancel(self) -> None:
         ids = self._selected_ids()
         if ids:
-            self.console.ask_cancel_jobs(ids, self.flt)
+            self.post_message(WriteAsked(CANCEL, ids, self.flt))
 
     def action_run_now(self) -> None:
         ids = self._selected_ids()
         if ids:
-            self.console.ask_run_now(ids, self.flt)
+            self.post_message(WriteAsked(RUN_NOW, ids, self.flt))
 
     def action_clear_marks(self) -> None:
         self.query_one("#jobs-table", KeyedTable).clear_marks()
@@ -215,7 +217,7 @@ class JobsPane(Pane):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value is not None:
-            self.console.open_detail("job", int(event.row_key.value))
+            self.post_message(DetailAsked("job", int(event.row_key.value)))
 
     def palette_commands(self) -> list[tuple[str, str, str]]:
         table = self.query_one("#jobs-table", KeyedTable)

@@ -17,12 +17,13 @@ from textual.widgets import DataTable
 
 from jobtui import metrics
 from jobtui.config import format_duration
+from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.connection import Link
-from jobtui.inert import inert
+from jobtui.tui.host import KindChosen, PauseAsked
 from jobtui.tui.palette import cell_styles, level_of
+from jobtui.tui.panes.pane import Pane
 from jobtui.tui.widgets.keyed_table import KeyedTable
-from jobtui.tui.widgets.pane import Pane
 from jobtui.tui.widgets.tiles import Spark, Tile
 
 FAILING_RATE = 0.10
@@ -186,12 +187,12 @@ class OverviewPane(Pane):
     def action_toggle_pause_kind(self) -> None:
         kind = self.current_kind()
         if kind is not None:
-            self.console.toggle_pause(kind, self.is_paused(kind))
+            self.post_message(PauseAsked(kind, self.is_paused(kind)))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value is not None:
-            self.console.show_jobs_of_kind(str(event.row_key.value))
+            self.post_message(KindChosen(str(event.row_key.value)))
 
     def palette_commands(self) -> list[tuple[str, str, str]]:
         kind = self.current_kind()

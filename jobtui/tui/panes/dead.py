@@ -26,14 +26,16 @@ from textual.widgets import DataTable
 
 from jobtui import browse
 from jobtui.config import format_duration
+from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import DeadFilter, DeadGroup, DeadLetterRow
+from jobtui.tui.actions import DELETE, REQUEUE
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
-from jobtui.inert import inert, one_line, payload_preview
+from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
+from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.widgets.keyed_table import KeyedTable
-from jobtui.tui.widgets.pane import InfoLine, Pane, load_pages
 
 ALL = "*"
 HINT = "kind:NAME  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
@@ -213,7 +215,7 @@ class DeadPane(Pane):
         if event.data_table.id == "dead-groups":
             self.query_one("#dead-rows").focus()
         elif event.row_key.value is not None:
-            self.console.open_detail("dead", int(event.row_key.value))
+            self.post_message(DetailAsked("dead", int(event.row_key.value)))
 
     def on_keyed_table_marks_changed(self, event: KeyedTable.MarksChanged) -> None:
         self._info()
@@ -252,15 +254,15 @@ class DeadPane(Pane):
 
     def action_requeue(self) -> None:
         ids, flt, label = self._target()
-        self.console.ask_requeue(ids, flt, group=label)
+        self.post_message(WriteAsked(REQUEUE, ids, flt, group=label))
 
     def action_delete(self) -> None:
         ids, flt, label = self._target()
-        self.console.ask_delete(ids, flt, group=label)
+        self.post_message(WriteAsked(DELETE, ids, flt, group=label))
 
     def action_export(self) -> None:
         ids, flt, label = self._target()
-        self.console.ask_export(ids, flt, group=label)
+        self.post_message(ExportAsked(ids, flt, label))
 
     def action_clear_marks(self) -> None:
         self.query_one("#dead-rows", KeyedTable).clear_marks()

@@ -1,0 +1,99 @@
+"""How widgets and screens talk to the console app without importing it.
+
+What they read from the app (the connection, whether writes are allowed) and the one thing they
+may ask directly (a refresh) form the `Host` protocol; everything they want done — a write, an
+export, opening a detail view, jumping to a kind — they post as a message, which the app
+handles in one place. The app satisfies `Host`; nothing here knows its class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, cast
+
+from textual.app import App
+from textual.message import Message
+
+from jobtui.console_config import ConsoleConfig
+from jobtui.tui.actions import ActionSpec
+from jobtui.tui.connection import Link
+
+PaletteEntry = tuple[str, str, Callable[[], Any]]  # (title, help, command)
+
+
+class Host(Protocol):
+    """What the console app offers to the widgets and screens inside it."""
+
+    link: Link
+    config: ConsoleConfig
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def refresh_now(self) -> None: ...
+
+    def palette_entries(self) -> list[PaletteEntry]: ...
+
+
+def host(app: App[Any]) -> Host:
+    """The running app, seen through `Host`."""
+    return cast(Host, app)
+
+
+class WriteAsked(Message):
+    """Requeue, delete, cancel or run now (`spec`) the rows `ids` or those matching `flt`.
+
+    `group` names a failure group for the confirmation; `after` runs once the write is done.
+    """
+
+    def __init__(
+        self,
+        spec: ActionSpec,
+        ids: list[int],
+        flt: Any,
+        *,
+        group: str | None = None,
+        after: Callable[[], Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self.spec = spec
+        self.ids = ids
+        self.flt = flt
+        self.group = group
+        self.after = after
+
+
+class PauseAsked(Message):
+    """Pause `kind` (or resume it when `paused`)."""
+
+    def __init__(self, kind: str, paused: bool) -> None:
+        super().__init__()
+        self.kind = kind
+        self.paused = paused
+
+
+class ExportAsked(Message):
+    """Export the dead letters `ids` or those matching `flt` to a file."""
+
+    def __init__(self, ids: list[int], flt: Any, group: str | None) -> None:
+        super().__init__()
+        self.ids = ids
+        self.flt = flt
+        self.group = group
+
+
+class DetailAsked(Message):
+    """Open the detail view of a job (`what` = "job") or a dead letter ("dead")."""
+
+    def __init__(self, what: str, row_id: int) -> None:
+        super().__init__()
+        self.what = what
+        self.row_id = row_id
+
+
+class KindChosen(Message):
+    """Show the jobs of `kind` (from a row of the Overview)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind

@@ -1,0 +1,226 @@
+"""The console's one write path: ask (naming the exact count), act through `jobtui.ops`, report.
+
+`WriteController` takes the connection, the actor and the read-only flag. Each flow runs as a
+worker: it counts what "matching now" would cover, shows a confirmation offering exactly the
+selected rows or every row matching now, runs the one `ops` call, and reports the count the
+database actually changed. Results and failures go back to the app as messages (`Done`,
+`Failed`), handled in one place there; read-only mode refuses before asking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from rich.text import Text
+from textual.app import App
+from textual.message import Message
+from textual.notifications import SeverityLevel
+
+from jobtui import browse, export, ops
+from jobtui.inert import clean, inert
+from jobtui.models import DeadFilter
+from jobtui.tui.actions import DELETE, ActionSpec, describe_filter
+from jobtui.tui.connection import Link, LinkDown
+from jobtui.tui.screens.confirm import Choice, ConfirmScreen
+
+FAILURES = (LinkDown, psycopg.Error, ValueError, OSError)
+
+
+class WriteController:
+    """Runs the confirmed write flows for one console app."""
+
+    class Done(Message):
+        """A flow ended: `text` is the notice; after a write, marks are cleared and the
+        console refreshes (`wrote`), then `after` runs."""
+
+        def __init__(
+            self,
+            text: str,
+            *,
+            severity: SeverityLevel = "information",
+            timeout: float | None = None,
+            wrote: bool = False,
+            refresh: bool = False,
+            after: Callable[[], Any] | None = None,
+        ) -> None:
+            super().__init__()
+            self.text = text
+            self.severity: SeverityLevel = severity
+            self.timeout = timeout
+            self.wrote = wrote
+            self.refresh = refresh or wrote
+            self.after = after
+
+    class Failed(Message):
+        """A flow failed: the database refused, was unreachable, or a file could not be written."""
+
+        def __init__(self, error: BaseException) -> None:
+            super().__init__()
+            self.error = error
+
+    def __init__(
+        self, app: App[Any], link: Link, actor: ops.Actor, read_only: Callable[[], bool]
+    ) -> None:
+        self.app = app
+        self.link = link
+        self.actor = actor
+        self.read_only = read_only
+
+    # --- what widgets ask for (through the app) ------------------------------------------
+
+    def ask(
+        self,
+        spec: ActionSpec,
+        ids: list[int],
+        flt: Any,
+        *,
+        group: str | None = None,
+        after: Callable[[], Any] | None = None,
+    ) -> None:
+        """Confirm and run `spec` on `ids` or on every row matching `flt` now."""
+        self._start(self._ask(spec, ids, spec.scope(flt), group, after))
+
+    def toggle_pause(self, kind: str, paused: bool) -> None:
+        self._start(self._toggle_pause(kind, paused))
+
+    def export(self, ids: list[int], flt: DeadFilter, group: str | None = None) -> None:
+        self._start(self._export(ids, flt, group))
+
+    # --- the flows -----------------------------------------------------------------------
+
+    def _start(self, flow: Awaitable[None]) -> None:
+        self.app.run_worker(self._reporting(flow), group="ask")
+
+    async def _reporting(self, flow: Awaitable[None]) -> None:
+        try:
+            await flow
+        except FAILURES as exc:
+            self.app.post_message(self.Failed(exc))
+
+    def _report(self, text: str, **options: Any) -> None:
+        self.app.post_message(self.Done(text, **options))
+
+    def _refused(self, what: str) -> bool:
+        if self.read_only():
+            self._report(f"Read-only: {what} is not allowed.", severity="warning")
+            return True
+        return False
+
+    async def _ask(
+        self,
+        spec: ActionSpec,
+        ids: list[int],
+        flt: Any,
+        group: str | None,
+        after: Callable[[], Any] | None,
+    ) -> None:
+        if self._refused(spec.verb.lower()):
+            return
+        matching: int | None = None
+        if flt is not None and spec.matching is not None and spec.count is not None:
+            matching = await self.link.run(spec.count, flt)
+        choices: list[Choice] = []
+        if ids:
+            these = (
+                f"this {spec.noun} #{ids[0]}" if len(ids) == 1 else f"these {spec.nouns(len(ids))}"
+            )
+            choices.append(Choice("ids", these))
+        if matching:
+            scope = "in this group" if group else "matching the filter"
+            choices.append(Choice("matching", f"all {spec.nouns(matching)} {scope} now"))
+        if not choices:
+            self._report(f"Nothing to {spec.verb.lower()}.")
+            return
+        if len(ids) == 1 and flt is None and not spec.destructive:
+            choice: str | None = "ids"
+        else:
+            body = _confirmation(spec, ids, flt, group, matching, len(choices))
+            choice = await self.app.push_screen_wait(
+                ConfirmScreen(f"{spec.verb}?", body, choices, danger=spec.destructive)
+            )
+        if choice is None:
+            return
+        if choice == "ids":
+            changed = await self.link.run(spec.by_ids, ids, actor=self.actor)
+            asked = len(ids)
+        else:
+            assert spec.matching is not None
+            changed = await self.link.run(spec.matching, flt, actor=self.actor)
+            asked = matching or 0
+        message = spec.outcome(changed)
+        if changed < asked:
+            message += f" ({asked - changed:,} of {asked:,} had already changed or gone)"
+        severity: SeverityLevel = "information" if changed else "warning"
+        self._report(message + ".", severity=severity, wrote=True, after=after)
+
+    async def _toggle_pause(self, kind: str, paused: bool) -> None:
+        if self._refused("pausing a kind"):
+            return
+        fn = ops.resume_kind if paused else ops.pause_kind
+        changed = await self.link.run(fn, kind, actor=self.actor)
+        verb = "Resumed" if paused else "Paused"
+        note = "" if changed else " (no change: it already was)"
+        self._report(f"{verb} kind {clean(kind)}{note}.", refresh=True)
+
+    async def _export(self, ids: list[int], flt: DeadFilter, group: str | None) -> None:
+        matching = await self.link.run(browse.count_dead, flt)
+        choices = []
+        if ids:
+            choices += [
+                Choice("ids:jsonl", f"{len(ids):,} selected → JSONL"),
+                Choice("ids:csv", f"{len(ids):,} selected → CSV"),
+            ]
+        if matching:
+            choices += [
+                Choice("matching:jsonl", f"all {matching:,} matching → JSONL"),
+                Choice("matching:csv", f"all {matching:,} matching → CSV"),
+            ]
+        if not choices:
+            self._report("Nothing to export.")
+            return
+        body = Text.assemble(
+            ("Export dead letters", "bold"), " to a file in ", inert(str(Path.cwd()))
+        )
+        if matching:
+            body.append("\nmatching now: ")
+            body.append_text(inert(describe_filter(flt)))
+        choice = await self.app.push_screen_wait(ConfirmScreen("Export?", body, choices))
+        if choice is None:
+            return
+        scope, fmt = choice.split(":")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        path = Path.cwd() / f"jobtui-dead-{stamp}.{fmt}"
+        if scope == "ids":
+            n = await self.link.run(export.export_dead, path, ids=ids, fmt=fmt)
+        else:
+            n = await self.link.run(export.export_dead, path, flt=flt, fmt=fmt)
+        self._report(f"Exported {n:,} dead letters to {clean(str(path))}.", timeout=8)
+
+
+def _confirmation(
+    spec: ActionSpec,
+    ids: list[int],
+    flt: Any,
+    group: str | None,
+    matching: int | None,
+    n_choices: int,
+) -> Text:
+    """The confirmation's text: what is asked, exactly which rows, and what cannot be undone."""
+    what: list[str | Text | tuple[str, str]] = (
+        [("group ", "bold"), inert(group), "\n"] if group else [(f"{spec.noun}s", "bold"), "\n"]
+    )
+    body = Text.assemble((f"{spec.verb} ", "bold"), *what)
+    if ids:
+        shown = ", ".join(f"#{i}" for i in ids[:8]) + (" …" if len(ids) > 8 else "")
+        body.append(f"\n1 · exactly {spec.nouns(len(ids))}: {shown}")
+    if matching:
+        body.append(f"\n{n_choices} · every {spec.noun} matching now ({matching:,}): ")
+        body.append_text(inert(describe_filter(flt)))
+        body.append("\n    rows that arrive after you confirm are not included", style="dim")
+    if spec.destructive:
+        body.append("\n\nThis cannot be undone." if spec is DELETE else "", style="bold")
+    return body
