@@ -21,11 +21,11 @@ test: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check --no-cache jobtui tests benchmarks
+	$(VENV)/bin/ruff check --no-cache jobtui tests benchmarks tools
 	$(VENV)/bin/mypy
 
 screenshots: install
-	$(PY) -m jobtui.tui.screenshots screenshots
+	$(PY) tools/screenshots.py screenshots
 
 bench: install
 	$(PY) -m pip install -q -e '.[dev,bench]'

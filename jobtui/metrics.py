@@ -88,10 +88,10 @@ async def snapshot(
         (q.metrics_paused, None),
     ]
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        await cur.execute(q.metrics_snapshot_transaction)
         # The reads are short; starting parallel workers for them costs more than it saves
         # (measured on 100k unfinished rows) and competes with the workers for CPU.
-        await cur.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        await cur.execute(q.metrics_no_parallel_workers)
         results = []
         for sql, params in statements:
             await cur.execute(sql, params)

@@ -14,7 +14,7 @@ from importlib import resources
 
 import psycopg
 
-from jobtui.sql import quote_schema
+from jobtui.sql import queries, quote_schema
 
 # 64-bit key for pg_advisory_xact_lock; "jobtui" in ASCII.
 MIGRATION_LOCK_KEY = 0x6A6F6274756900
@@ -67,18 +67,13 @@ def load_migrations() -> list[Migration]:
     return found
 
 
-def _version_table(schema: str) -> str:
-    return f"{quote_schema(schema)}.jobtui_migrations"
-
-
 def applied_versions(conn: psycopg.Connection, schema: str) -> set[int]:
     """Versions already applied; empty when the version table does not exist yet."""
-    exists = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f"{quote_schema(schema)}.jobtui_migrations",)
-    ).fetchone()
+    q = queries(schema)
+    exists = conn.execute(q.migrate_version_table_exists).fetchone()
     if not exists or not exists[0]:
         return set()
-    rows = conn.execute(f"SELECT version FROM {_version_table(schema)}").fetchall()
+    rows = conn.execute(q.migrate_applied_versions).fetchall()
     return {int(r[0]) for r in rows}
 
 
@@ -96,22 +91,10 @@ def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, 
 
 def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
     """Refuse a `jobs` table whose columns differ from the article's or clash with ours."""
-    rows = conn.execute(
-        """
-        SELECT a.attname, format_type(a.atttypid, a.atttypmod)
-        FROM pg_attribute a
-        JOIN pg_class c ON c.oid = a.attrelid
-        JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = %s AND c.relname = 'jobs' AND a.attnum > 0 AND NOT a.attisdropped
-        """,
-        (schema,),
-    ).fetchall()
+    q = queries(schema)
+    rows = conn.execute(q.migrate_jobs_columns, (schema,)).fetchall()
     if not rows:
-        kind = conn.execute(
-            """SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-               WHERE n.nspname = %s AND c.relname = 'jobs'""",
-            (schema,),
-        ).fetchone()
+        kind = conn.execute(q.migrate_jobs_relkind, (schema,)).fetchone()
         if kind is not None:
             raise MigrationRefused(
                 f"{schema}.jobs exists but is not a table; jobtui needs that name; nothing changed"
@@ -141,32 +124,22 @@ def migrate(conn: psycopg.Connection, schema: str) -> list[Migration]:
 
     `conn` must not be inside a transaction. Safe to call from several processes at once.
     """
-    quoted = quote_schema(schema)
+    q = queries(schema)
     applied: list[Migration] = []
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        has_schema = conn.execute(
-            "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
-        ).fetchone()
+        conn.execute(q.migrate_lock, (MIGRATION_LOCK_KEY,))
+        has_schema = conn.execute(q.migrate_schema_exists, (schema,)).fetchone()
         if not has_schema:
-            conn.execute(f"CREATE SCHEMA {quoted}")
-        conn.execute(
-            f"""CREATE TABLE IF NOT EXISTS {_version_table(schema)} (
-                  version int primary key,
-                  name text not null,
-                  applied_at timestamptz not null default now())"""
-        )
+            conn.execute(q.migrate_create_schema)
+        conn.execute(q.migrate_create_version_table)
         done = applied_versions(conn, schema)
         todo = [m for m in load_migrations() if m.version not in done]
         if todo and 1 not in done:
             check_existing_jobs_table(conn, schema)
         for migration in todo:
             conn.execute(migration.for_schema(schema))
-            conn.execute(
-                f"INSERT INTO {_version_table(schema)} (version, name) VALUES (%s, %s)",
-                (migration.version, migration.name),
-            )
+            conn.execute(q.migrate_record_version, (migration.version, migration.name))
             applied.append(migration)
         if applied:
-            conn.execute(f"ANALYZE {quoted}.jobs")
+            conn.execute(q.migrate_analyze_jobs)
     return applied

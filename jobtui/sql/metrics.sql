@@ -2,6 +2,12 @@
 -- read-only repeatable-read transaction so every figure is of the same instant
 -- (jobtui.metrics). Time ranges are relative to its now().
 
+-- name: metrics_snapshot_transaction
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
+
+-- name: metrics_no_parallel_workers
+SET LOCAL max_parallel_workers_per_gather = 0
+
 -- name: metrics_clock
 SELECT now() AS now, date_trunc('minute', now()) AS minute
 

@@ -1,4 +1,4 @@
-"""`python -m jobtui.tui.screenshots OUTDIR`: SVG screenshots of each tab over demo-like data.
+"""`python tools/screenshots.py OUTDIR` (`make screenshots`): SVGs of each tab over demo data.
 
 Starts an embedded PostgreSQL in a temporary directory, migrates it, seeds a believable queue
 (several kinds, a running worker and a stale one, retrying jobs, dead letters with real-looking
@@ -20,52 +20,11 @@ from psycopg.types.json import Jsonb
 
 from jobtui.console_config import ConsoleConfig
 from jobtui.enqueue import JobSpec, enqueue_many
-from jobtui.sql import quote_schema
+from jobtui.sql import queries
 from jobtui.stats import BUCKETS_MS, bucket_index
 
 SIZE = (120, 36)
 KINDS = ("email.send", "image.resize", "report.build", "webhook.deliver", "billing.charge")
-
-# Seeding only: the console itself never writes with its own SQL.
-_SEED_DEAD = """
-INSERT INTO __schema__.dead_letters
-  (id, kind, payload, attempts, max_attempts, created_at, run_at, last_error, errors, reason,
-   died_at)
-VALUES (nextval(pg_get_serial_sequence('__schema__.jobs', 'id')), %(kind)s, %(payload)s,
-        %(attempts)s, %(attempts)s, %(created)s, %(created)s, %(error)s, %(errors)s,
-        %(reason)s, %(died)s)
-"""
-_SEED_WORKER = """
-INSERT INTO __schema__.workers
-  (id, host, pid, kinds, concurrency, running, started_at, heartbeat_at)
-VALUES (%(id)s, %(host)s, %(pid)s, %(kinds)s, %(conc)s, %(running)s, %(started)s, %(hb)s)
-"""
-_SEED_STATS = """
-INSERT INTO __schema__.kind_stats (minute, kind, done, failed, dead, runtime_sum_ms, hist)
-VALUES (%(minute)s, %(kind)s, %(done)s, %(failed)s, %(dead)s, %(sum)s, %(hist)s)
-"""
-_SEED_SAMPLE = """
-INSERT INTO __schema__.queue_samples
-  (minute, ready, scheduled, running, retrying, dead, oldest_ready_age_s)
-VALUES (%(minute)s, %(ready)s, %(scheduled)s, %(running)s, %(retrying)s, %(dead)s, %(oldest)s)
-"""
-_SEED_RUNNING = """
-UPDATE __schema__.jobs SET locked_at = now() - make_interval(secs => %(secs)s),
-       locked_by = %(worker)s, attempts = attempts + 1
-WHERE id = %(id)s
-"""
-_SEED_RETRYING = """
-UPDATE __schema__.jobs SET attempts = %(attempts)s, last_error = %(error)s, errors = %(errors)s,
-       run_at = now() + make_interval(secs => %(delay)s)
-WHERE id = %(id)s
-"""
-_SEED_DONE = """
-UPDATE __schema__.jobs SET attempts = 1, finished_at = now() - make_interval(secs => %(secs)s)
-WHERE id = %(id)s
-"""
-_SEED_PAUSE = (
-    "INSERT INTO __schema__.paused_kinds (kind, paused_by) VALUES (%(kind)s, 'ops@bastion')"
-)
 
 TRACEBACKS = {
     "email.send": (
@@ -143,10 +102,6 @@ def _payload(kind: str, i: int, rnd: random.Random) -> dict[str, object]:
     }
 
 
-def _sql(text: str, schema: str) -> str:
-    return text.replace("__schema__", quote_schema(schema))
-
-
 def _error(
     kind: str, attempt: int, at: datetime, worker: str, rnd: random.Random
 ) -> tuple[str, dict[str, object]]:
@@ -166,6 +121,7 @@ def _error(
 def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
     """Fill a migrated database with a queue that looks like a busy evening in production."""
     rnd = random.Random(seed_value)
+    q = queries(schema)
     now = datetime.now(UTC)
     live_a = "app-worker-1:4121:k3p9"
     live_b = "app-worker-2:3377:x81c"
@@ -196,15 +152,15 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
         enqueue_many(conn, specs, schema=schema)
         ids = [
             r[0]
-            for r in conn.execute(_sql("SELECT id, kind FROM __schema__.jobs ORDER BY id", schema))
+            for r in conn.execute(q.screenshots_job_kinds)
         ]
         kinds_by_id: dict[int, str] = dict(
-            conn.execute(_sql("SELECT id, kind FROM __schema__.jobs", schema)).fetchall()
+            conn.execute(q.screenshots_job_kinds).fetchall()
         )
         picks = rnd.sample(ids, 90)
         for job_id in picks[:12]:
             conn.execute(
-                _sql(_SEED_RUNNING, schema),
+                q.screenshots_running,
                 {
                     "id": job_id,
                     "secs": rnd.uniform(0.5, 40),
@@ -219,7 +175,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                 for a in range(1, attempts + 1)
             ]
             conn.execute(
-                _sql(_SEED_RETRYING, schema),
+                q.screenshots_retrying,
                 {
                     "id": job_id,
                     "attempts": attempts,
@@ -229,7 +185,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                 },
             )
         for job_id in picks[40:90]:
-            conn.execute(_sql(_SEED_DONE, schema), {"id": job_id, "secs": rnd.uniform(1, 600)})
+            conn.execute(q.screenshots_done, {"id": job_id, "secs": rnd.uniform(1, 600)})
         dead_mix = [
             ("webhook.deliver", 34),
             ("billing.charge", 11),
@@ -246,7 +202,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                     )
                     errors.append(entry)
                 conn.execute(
-                    _sql(_SEED_DEAD, schema),
+                    q.screenshots_dead_letter,
                     {
                         "kind": kind,
                         "payload": Jsonb(_payload(kind, 5000 + i, rnd)),
@@ -260,7 +216,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                 )
         # A dead letter whose payload tries to act on the terminal; the console shows it inert.
         conn.execute(
-            _sql(_SEED_DEAD, schema),
+            q.screenshots_dead_letter,
             {
                 "kind": "email.send",
                 "payload": Jsonb(
@@ -281,7 +237,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
         ):
             host, pid, _ = wid.split(":")
             conn.execute(
-                _sql(_SEED_WORKER, schema),
+                q.screenshots_worker,
                 {
                     "id": wid,
                     "host": host,
@@ -293,14 +249,14 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                     "hb": now - timedelta(seconds=hb),
                 },
             )
-        conn.execute(_sql(_SEED_PAUSE, schema), {"kind": "image.resize"})
+        conn.execute(q.screenshots_pause, {"kind": "image.resize"})
         minute0 = now.replace(second=0, microsecond=0)
         ready = 300.0
         for m in range(60, -1, -1):
             minute = minute0 - timedelta(minutes=m)
             ready = max(40.0, ready + rnd.uniform(-25, 28) + (8 if 20 < m < 35 else 0))
             conn.execute(
-                _sql(_SEED_SAMPLE, schema),
+                q.screenshots_queue_sample,
                 {
                     "minute": minute,
                     "ready": int(ready),
@@ -332,7 +288,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                     hist[bucket_index(ms)] += max(1, done // 50)
                     total_ms += ms * max(1, done // 50)
                 conn.execute(
-                    _sql(_SEED_STATS, schema),
+                    q.screenshots_kind_stats,
                     {
                         "minute": minute,
                         "kind": kind,
@@ -343,7 +299,7 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
                         "hist": hist,
                     },
                 )
-        conn.execute(_sql("ANALYZE __schema__.jobs", schema))
+        conn.execute(q.screenshots_analyze)
 
 
 async def capture(dsn: str, outdir: Path, schema: str = "public") -> list[Path]:
@@ -393,7 +349,7 @@ async def capture(dsn: str, outdir: Path, schema: str = "public") -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m jobtui.tui.screenshots OUTDIR", file=sys.stderr)
+        print("usage: python tools/screenshots.py OUTDIR", file=sys.stderr)
         return 2
     outdir = Path(args[0])
     from jobtui.embedded import EmbeddedUnavailable, start_embedded
