@@ -23,6 +23,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check --no-cache jobtui tests benchmarks tools
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 screenshots: install
 	$(PY) tools/screenshots.py screenshots

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from rich.text import Text
 
+from jobtui.inert import clean, inert, payload_json, payload_preview
 from jobtui.models import DeadFilter, JobFilter
 from jobtui.tui.filters import (
     FilterError,
@@ -13,7 +14,6 @@ from jobtui.tui.filters import (
     parse_dead_filter,
     parse_job_filter,
 )
-from jobtui.inert import clean, inert, payload_json, payload_preview
 from jobtui.tui.texts import same
 
 
