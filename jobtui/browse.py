@@ -9,9 +9,9 @@ and picks the index that fits (see `sql/browse.sql`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
@@ -28,6 +28,8 @@ from jobtui.models import (
     Page,
 )
 from jobtui.sql import queries
+
+RowT = TypeVar("RowT", JobRow, DeadLetterRow)
 
 MAX_LIMIT = 10_000
 # A text search (payload or error substring) cannot use an index: each page examines at most
@@ -238,21 +240,13 @@ async def list_jobs(
     With `flt.text` the page may be short yet continue (see SEARCH_SCOPE).
     """
     params = {**job_filter_params(flt), "before": _before(before), "limit": _limit(limit)}
-    if params["pattern"] is not None:
-        found, nxt = await _search(
-            conn, statement(schema, "browse_jobs_search_page"), params, limit
-        )
-        return Page(rows=[job_row(r) for r in found], next_before=nxt)
-    rows = await fetch_dicts(conn, statement(schema, "browse_jobs_page"), params)
-    return _page([job_row(r) for r in rows], limit)
+    page, search = (statement(schema, n) for n in ("browse_jobs_page", "browse_jobs_search_page"))
+    return await _list(conn, page, search, params, job_row)
 
 
 async def get_job(conn: psycopg.AsyncConnection, schema: str, job_id: int) -> JobRow | None:
     """The job with this id, or None (it may be a dead letter, or pruned)."""
-    if isinstance(job_id, bool) or not isinstance(job_id, int) or abs(job_id) > _BIGINT_MAX:
-        return None
-    rows = await fetch_dicts(conn, statement(schema, "browse_job_by_id"), {"id": job_id})
-    return job_row(rows[0]) if rows else None
+    return await _get(conn, statement(schema, "browse_job_by_id"), job_id, job_row)
 
 
 async def list_dead(
@@ -268,23 +262,43 @@ async def list_dead(
     With `flt.text` the page may be short yet continue (see SEARCH_SCOPE).
     """
     params = {**dead_filter_params(flt), "before": _before(before), "limit": _limit(limit)}
-    if params["pattern"] is not None:
-        found, nxt = await _search(
-            conn, statement(schema, "browse_dead_search_page"), params, limit
-        )
-        return Page(rows=[dead_row(r) for r in found], next_before=nxt)
-    rows = await fetch_dicts(conn, statement(schema, "browse_dead_page"), params)
-    return _page([dead_row(r) for r in rows], limit)
+    page, search = (statement(schema, n) for n in ("browse_dead_page", "browse_dead_search_page"))
+    return await _list(conn, page, search, params, dead_row)
 
 
 async def get_dead(
     conn: psycopg.AsyncConnection, schema: str, dead_id: int
 ) -> DeadLetterRow | None:
     """The dead letter with this id, or None."""
-    if isinstance(dead_id, bool) or not isinstance(dead_id, int) or abs(dead_id) > _BIGINT_MAX:
+    return await _get(conn, statement(schema, "browse_dead_by_id"), dead_id, dead_row)
+
+
+async def _list(
+    conn: psycopg.AsyncConnection,
+    page_sql: str,
+    search_sql: str,
+    params: dict[str, Any],
+    to_row: Callable[[dict[str, Any]], RowT],
+) -> Page[RowT]:
+    """A keyset page (`page_sql`), or a bounded search (`search_sql`) when text is sought."""
+    limit = params["limit"]
+    if params["pattern"] is not None:
+        found, nxt = await _search(conn, search_sql, params, limit)
+        return Page(rows=[to_row(r) for r in found], next_before=nxt)
+    rows = await fetch_dicts(conn, page_sql, params)
+    return _page([to_row(r) for r in rows], limit)
+
+
+async def _get(
+    conn: psycopg.AsyncConnection,
+    sql: str,
+    row_id: int,
+    to_row: Callable[[dict[str, Any]], RowT],
+) -> RowT | None:
+    if isinstance(row_id, bool) or not isinstance(row_id, int) or abs(row_id) > _BIGINT_MAX:
         return None
-    rows = await fetch_dicts(conn, statement(schema, "browse_dead_by_id"), {"id": dead_id})
-    return dead_row(rows[0]) if rows else None
+    rows = await fetch_dicts(conn, sql, {"id": row_id})
+    return to_row(rows[0]) if rows else None
 
 
 async def dead_groups(

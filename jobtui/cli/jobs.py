@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 
 import psycopg
 
@@ -11,12 +12,12 @@ from jobtui.browse import count_jobs, get_job, list_jobs
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands
 from jobtui.cli.errors import CliError
-from jobtui.cli.progress import progress
 from jobtui.cli.selection import (
-    add_action,
-    add_list_and_show,
-    collect,
+    RowCommands,
+    act_on_rows,
     has_filter,
+    print_list,
+    print_one,
     require_target,
 )
 from jobtui.cli.session import out, plural, run_with_connection
@@ -26,28 +27,25 @@ from jobtui.models import JOB_STATES, PENDING_STATES, JobFilter
 
 
 def register(commands: Commands) -> None:
-    jobs = commands.group(
-        "jobs",
-        "Jobs: list, show, cancel, run now.",
-        "jobtui jobs list --state ready --kind send_email",
-        "jobtui jobs show 42",
-        "jobtui jobs cancel --kind generate_report --state scheduled",
-        "jobtui jobs run-now 42 43",
-    )
-    add_list_and_show(jobs, "jobs", "jobs", cmd_list, cmd_show)
-    for name, help_, handler in (
-        ("cancel", "Cancel pending jobs; running ones are asked to stop.", cmd_cancel),
-        ("run-now", "Make scheduled or retrying jobs ready now.", cmd_run_now),
-    ):
-        add_action(
-            jobs,
-            "jobs",
-            name,
-            help_,
-            handler,
-            every="pending job",
-            example_filter="--kind send_email --state scheduled",
-        )
+    RowCommands(
+        group="jobs",
+        what="jobs",
+        help="Jobs: list, show, cancel, run now.",
+        examples=(
+            "jobtui jobs list --state ready --kind send_email",
+            "jobtui jobs show 42",
+            "jobtui jobs cancel --kind generate_report --state scheduled",
+            "jobtui jobs run-now 42 43",
+        ),
+        list_=cmd_list,
+        show=cmd_show,
+        actions=(
+            ("cancel", "Cancel pending jobs; running ones are asked to stop.", cmd_cancel),
+            ("run-now", "Make scheduled or retrying jobs ready now.", cmd_run_now),
+        ),
+        every="pending job",
+        example_filter="--kind send_email --state scheduled",
+    ).register(commands)
 
 
 def _states(args: Args) -> tuple[str, ...]:
@@ -75,79 +73,47 @@ def _when(t: datetime, now: datetime) -> str:
 
 
 def cmd_list(args: Args) -> int:
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        flt = _filter(args)
-        rows, more = await collect(
-            lambda before, n: list_jobs(conn, schema, flt, before=before, limit=n), args.limit
-        )
-        if args.json:
-            out(fmt.dumps(rows))
-            return 0
-        if not rows:
-            out("no jobs" + (" match" if has_filter(flt) else ""))
-            return 0
-        now = datetime.now(UTC)
-        out(
-            fmt.table(
-                ("ID", "KIND", "STATE", "PRIO", "ATTEMPTS", "RUN AT", "ERROR / PAYLOAD"),
-                [
-                    (
-                        r.id,
-                        r.kind,
-                        r.state,
-                        r.priority,
-                        f"{r.attempts}/{r.max_attempts}",
-                        _when(r.run_at, now),
-                        first_line(r.last_error) or compact_json(r.payload),
-                    )
-                    for r in rows
-                ],
-            )
-        )
-        if more:
-            out(f"(first {len(rows)} shown; more with --limit)")
-        return 0
-
-    return run_with_connection(args, body)
+    flt = _filter(args)
+    return print_list(
+        args,
+        lambda conn, schema, before, n: list_jobs(conn, schema, flt, before=before, limit=n),
+        "no jobs" + (" match" if has_filter(flt) else ""),
+        ("ID", "KIND", "STATE", "PRIO", "ATTEMPTS", "RUN AT", "ERROR / PAYLOAD"),
+        lambda r, now: (
+            r.id,
+            r.kind,
+            r.state,
+            r.priority,
+            f"{r.attempts}/{r.max_attempts}",
+            _when(r.run_at, now),
+            first_line(r.last_error) or compact_json(r.payload),
+        ),
+    )
 
 
 def cmd_show(args: Args) -> int:
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        row = await get_job(conn, schema, args.id)
-        if row is None:
-            raise CliError(
-                f"no job with id {args.id} (it may be a dead letter: `jobtui dead show {args.id}`)"
-            )
-        out(fmt.dumps(row) if args.json else fmt.job_detail(row))
-        return 0
-
-    return run_with_connection(args, body)
+    return print_one(
+        args,
+        get_job,
+        f"no job with id {args.id} (it may be a dead letter: `jobtui dead show {args.id}`)",
+        fmt.job_detail,
+    )
 
 
 def cmd_cancel(args: Args) -> int:
     flt = _filter(args)
-    require_target(args, flt, "job")
-
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        actor = ops.Actor.current()
-        n = 0
-        if args.ids:
-            n += await ops.cancel_jobs(conn, schema, list(args.ids), actor=actor)
-        if has_filter(flt) or args.all:
-            pending = (
-                flt
-                if flt.states
-                else JobFilter(states=PENDING_STATES, kind=flt.kind, text=flt.text)
-            )
-            total = await count_jobs(conn, schema, pending)
-            with progress("cancelling jobs", total) as update:
-                n += await ops.cancel_jobs_matching(
-                    conn, schema, pending, actor=actor, on_progress=update
-                )
-        out(f"cancelled {plural(n, 'job')}")
-        return 0
-
-    return run_with_connection(args, body)
+    pending = flt if flt.states else replace(flt, states=PENDING_STATES)
+    return act_on_rows(
+        args,
+        flt,
+        noun="job",
+        doing="cancelling jobs",
+        done="cancelled",
+        by_ids=ops.cancel_jobs,
+        matching=ops.cancel_jobs_matching,
+        count=count_jobs,
+        scope=pending,
+    )
 
 
 def cmd_run_now(args: Args) -> int:

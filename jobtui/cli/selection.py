@@ -5,12 +5,22 @@ the ids-or-filter-or-`--all` target of an action, and reading rows through keyse
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+
+from jobtui import ops
 from jobtui.cli.args import Args, Commands, Handler, job_id, positive_int
 from jobtui.cli.errors import CliError
-from jobtui.models import DeadFilter, JobFilter
+from jobtui.cli.output import dumps, table
+from jobtui.cli.progress import progress
+from jobtui.cli.session import out, plural, run_with_connection
+from jobtui.models import DeadFilter, JobFilter, Page
+
+Fetch = Callable[[psycopg.AsyncConnection, str, int | None, int], Awaitable[Page[Any]]]
 
 
 def add_filters(p: argparse.ArgumentParser, *, dead: bool) -> None:
@@ -30,53 +40,57 @@ def add_filters(p: argparse.ArgumentParser, *, dead: bool) -> None:
         p.add_argument("--error", help="error or payload text contains this")
 
 
-def add_list_and_show(
-    commands: Commands, group: str, what: str, list_: Handler, show: Handler
-) -> None:
-    """`jobtui GROUP list` and `jobtui GROUP show ID`; `what` is "jobs" or "dead letters"."""
-    p = commands.add(
-        "list",
-        f"List {what}, newest first.",
-        list_,
-        f"jobtui {group} list --kind send_email --limit 20",
-        f"jobtui {group} list --json",
-    )
-    add_filters(p, dead=group == "dead")
-    p.add_argument("--limit", type=positive_int, default=50, help="at most this many (default 50)")
-    p.add_argument("--json", action="store_true", help="JSON array for scripts")
-    p = commands.add(
-        "show",
-        f"Show one {what.rstrip('s')} with its error history and tracebacks.",
-        show,
-        f"jobtui {group} show 42",
-        f"jobtui {group} show 42 --json",
-    )
-    p.add_argument("id", type=job_id)
-    p.add_argument("--json", action="store_true")
+@dataclass(frozen=True)
+class RowCommands:
+    """The sub-commands of `jobtui jobs` or `jobtui dead`: list, show and actions on rows."""
 
+    group: str  # "jobs" or "dead"
+    what: str  # "jobs" or "dead letters"
+    help: str
+    examples: Sequence[str]
+    list_: Handler
+    show: Handler
+    actions: Sequence[tuple[str, str, Handler]]  # (name, help, handler)
+    every: str  # what `--all` covers, e.g. "pending job"
+    example_filter: str  # filter flags for the actions' examples
 
-def add_action(
-    commands: Commands,
-    group: str,
-    name: str,
-    help_: str,
-    handler: Handler,
-    *,
-    every: str,
-    example_filter: str,
-) -> None:
-    """An action on ids and/or on every row matching filters now (`--all`: every `every`)."""
-    p = commands.add(
-        name,
-        help_,
-        handler,
-        f"jobtui {group} {name} 17 18",
-        f"jobtui {group} {name} {example_filter}",
-        f"jobtui {group} {name} --all",
-    )
-    p.add_argument("ids", nargs="*", type=job_id, metavar="ID")
-    add_filters(p, dead=group == "dead")
-    p.add_argument("--all", action="store_true", help=f"every {every} (when no id or filter)")
+    def register(self, commands: Commands) -> None:
+        group, sub = self.group, commands.group(self.group, self.help, *self.examples)
+        p = sub.add(
+            "list",
+            f"List {self.what}, newest first.",
+            self.list_,
+            f"jobtui {group} list --kind send_email --limit 20",
+            f"jobtui {group} list --json",
+        )
+        add_filters(p, dead=group == "dead")
+        p.add_argument(
+            "--limit", type=positive_int, default=50, help="at most this many (default 50)"
+        )
+        p.add_argument("--json", action="store_true", help="JSON array for scripts")
+        p = sub.add(
+            "show",
+            f"Show one {self.what.rstrip('s')} with its error history and tracebacks.",
+            self.show,
+            f"jobtui {group} show 42",
+            f"jobtui {group} show 42 --json",
+        )
+        p.add_argument("id", type=job_id)
+        p.add_argument("--json", action="store_true")
+        for name, help_, handler in self.actions:
+            p = sub.add(
+                name,
+                help_,
+                handler,
+                f"jobtui {group} {name} 17 18",
+                f"jobtui {group} {name} {self.example_filter}",
+                f"jobtui {group} {name} --all",
+            )
+            p.add_argument("ids", nargs="*", type=job_id, metavar="ID")
+            add_filters(p, dead=group == "dead")
+            p.add_argument(
+                "--all", action="store_true", help=f"every {self.every} (when no id or filter)"
+            )
 
 
 def has_filter(flt: DeadFilter | JobFilter) -> bool:
@@ -104,3 +118,84 @@ async def collect(
             break
         before = page.next_before
     return rows[:limit], len(rows) > limit
+
+
+def print_list(
+    args: Args,
+    fetch: Fetch,
+    empty: str,
+    headers: Sequence[str],
+    cells: Callable[[Any, datetime], Sequence[object]],
+) -> int:
+    """`list`: up to `--limit` rows as a table (or JSON); `fetch(conn, schema, before, n)`."""
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        rows, more = await collect(lambda before, n: fetch(conn, schema, before, n), args.limit)
+        if args.json:
+            out(dumps(rows))
+            return 0
+        if not rows:
+            out(empty)
+            return 0
+        now = datetime.now(UTC)
+        out(table(headers, [cells(r, now) for r in rows]))
+        if more:
+            out(f"(first {len(rows)} shown; more with --limit)")
+        return 0
+
+    return run_with_connection(args, body)
+
+
+def print_one(
+    args: Args,
+    get: Callable[[psycopg.AsyncConnection, str, int], Awaitable[Any]],
+    missing: str,
+    detail: Callable[[Any], str],
+) -> int:
+    """`show`: one row in detail (or JSON); `missing` is the error when there is none."""
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        row = await get(conn, schema, args.id)
+        if row is None:
+            raise CliError(missing)
+        out(dumps(row) if args.json else detail(row))
+        return 0
+
+    return run_with_connection(args, body)
+
+
+RowsBy = Callable[..., Awaitable[int]]
+
+
+def act_on_rows(
+    args: Args,
+    flt: DeadFilter | JobFilter,
+    *,
+    noun: str,
+    doing: str,
+    done: str,
+    by_ids: RowsBy,
+    matching: RowsBy,
+    count: RowsBy,
+    scope: DeadFilter | JobFilter | None = None,
+) -> int:
+    """An action on the ids given and/or every row matching `scope` (default `flt`) now.
+
+    Prints "`done` N `noun`s"; a progress bar (`doing`) shows on a terminal for large sets.
+    """
+    require_target(args, flt, noun)
+    target = flt if scope is None else scope
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        actor = ops.Actor.current()
+        n = 0
+        if args.ids:
+            n += await by_ids(conn, schema, list(args.ids), actor=actor)
+        if has_filter(flt) or args.all:
+            total = await count(conn, schema, target)
+            with progress(doing, total) as update:
+                n += await matching(conn, schema, target, actor=actor, on_progress=update)
+        out(f"{done} {plural(n, noun)}")
+        return 0
+
+    return run_with_connection(args, body)
