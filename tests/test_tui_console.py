@@ -31,6 +31,7 @@ from jobtui.enqueue import JobSpec, enqueue_many
 from jobtui.tui.actions import REQUEUE
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.connection import APPLICATION_NAME
+from jobtui.tui.host import WriteAsked
 from jobtui.tui.screens.confirm import ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.filter_prompt import FilterScreen
@@ -340,7 +341,7 @@ async def test_read_only_flag_refuses_and_writes_nothing(
         assert "Requeue" not in footer and "Delete" not in footer and "Export" in footer
         assert "READ-ONLY" in rendered(app.query_one("#status"))
         assert not any("Requeue" in title for title, _, _ in app.palette_entries())
-        app.writes.ask(REQUEUE, ids, None)  # even when asked directly, it refuses
+        app.writes.ask(WriteAsked(REQUEUE, ids, None))  # even when asked directly, it refuses
         await until(pilot, lambda: any("Read-only" in m for m in notifications(app)))
         assert dead_ids(conn) == set(ids)
         assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)

@@ -426,9 +426,7 @@ class JobtuiApp(App[int]):
         self.query_one(JobsPane).set_filter(JobFilter(kind=message.kind))
 
     def on_write_asked(self, message: WriteAsked) -> None:
-        self.writes.ask(
-            message.spec, message.ids, message.flt, group=message.group, after=message.after
-        )
+        self.writes.ask(message)
 
     def on_pause_asked(self, message: PauseAsked) -> None:
         self.writes.toggle_pause(message.kind, message.paused)
@@ -439,9 +437,7 @@ class JobtuiApp(App[int]):
     # --- what the write controller reports: the one place its outcomes are handled --------
 
     def on_write_controller_done(self, message: WriteController.Done) -> None:
-        self.notify(
-            message.text, severity=message.severity, markup=False, timeout=message.timeout
-        )
+        self.notify(message.text, severity=message.severity, markup=False, timeout=message.timeout)
         if message.wrote:
             for table in self.query(KeyedTable):
                 table.clear_marks()

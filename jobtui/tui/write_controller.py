@@ -25,6 +25,7 @@ from jobtui.inert import clean, inert
 from jobtui.models import DeadFilter
 from jobtui.tui.actions import DELETE, ActionSpec, describe_filter
 from jobtui.tui.connection import Link, LinkDown
+from jobtui.tui.host import WriteAsked
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 
 FAILURES = (LinkDown, psycopg.Error, ValueError, OSError)
@@ -72,17 +73,11 @@ class WriteController:
 
     # --- what widgets ask for (through the app) ------------------------------------------
 
-    def ask(
-        self,
-        spec: ActionSpec,
-        ids: list[int],
-        flt: Any,
-        *,
-        group: str | None = None,
-        after: Callable[[], Any] | None = None,
-    ) -> None:
-        """Confirm and run `spec` on `ids` or on every row matching `flt` now."""
-        self._start(self._ask(spec, ids, spec.scope(flt), group, after))
+    def ask(self, request: WriteAsked) -> None:
+        """Confirm and run `request.spec` on its ids or on every row matching its filter now."""
+        spec = request.spec
+        flow = self._ask(spec, request.ids, spec.scope(request.flt), request.group, request.after)
+        self._start(flow)
 
     def toggle_pause(self, kind: str, paused: bool) -> None:
         self._start(self._toggle_pause(kind, paused))

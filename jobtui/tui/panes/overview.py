@@ -7,22 +7,17 @@ BINDINGS:
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import DataTable
 
-from jobtui import metrics
 from jobtui.config import format_duration
 from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
-from jobtui.tui.connection import Link
-from jobtui.tui.host import KindChosen, PauseAsked
+from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import cell_styles, level_of
-from jobtui.tui.panes.pane import Pane
+from jobtui.tui.panes.kinds import KindsPane
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
 
@@ -45,10 +40,8 @@ def _ms(value: float | None) -> str:
     return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
 
 
-class OverviewPane(Pane):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("P", "toggle_pause_kind", "Pause/resume kind", id="pause_kind"),
-    ]
+class OverviewPane(KindsPane):
+    kinds_table = "#kinds"
     main_table = "#kinds"
 
     def compose(self) -> ComposeResult:
@@ -82,11 +75,6 @@ class OverviewPane(Pane):
             # Last, so the figures fit in 80 columns; notes spell out what is wrong.
             ("status", "status", None),
         )
-        self.snapshot: Snapshot | None = None
-
-    async def load(self, link: Link) -> Snapshot:
-        cfg = self.console.config
-        return await link.run(metrics.snapshot, heartbeat_timeout=cfg.heartbeat_timeout_s)
 
     def _trouble(self, k: KindFigures) -> int:
         cfg = self.console.config
@@ -178,25 +166,7 @@ class OverviewPane(Pane):
             )
         self.query_one("#kinds", KeyedTable).sync(rows)
 
-    def current_kind(self) -> str | None:
-        return self.query_one("#kinds", KeyedTable).current_key
-
-    def is_paused(self, kind: str) -> bool:
-        return self.snapshot is not None and kind in self.snapshot.paused
-
-    def action_toggle_pause_kind(self) -> None:
-        kind = self.current_kind()
-        if kind is not None:
-            self.post_message(PauseAsked(kind, self.is_paused(kind)))
-
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         if event.row_key.value is not None:
             self.post_message(KindChosen(str(event.row_key.value)))
-
-    def palette_commands(self) -> list[tuple[str, str, str]]:
-        kind = self.current_kind()
-        if kind is None or self.console.read_only:
-            return []
-        verb = "Resume" if self.is_paused(kind) else "Pause"
-        return [(f"{verb} kind {kind}", "workers stop/start claiming it", "toggle_pause_kind")]

@@ -9,27 +9,20 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
-from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 
-from jobtui import metrics
 from jobtui.config import format_duration
 from jobtui.inert import inert
 from jobtui.models import Snapshot
-from jobtui.tui.connection import Link
-from jobtui.tui.host import PauseAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import Pane
+from jobtui.tui.panes.kinds import KindsPane
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 
-class WorkersPane(Pane):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("P", "toggle_pause_kind", "Pause/resume kind", id="pause_kind"),
-    ]
+class WorkersPane(KindsPane):
+    kinds_table = "#worker-kinds"
     main_table = "#workers-table"
 
     def compose(self) -> ComposeResult:
@@ -37,7 +30,6 @@ class WorkersPane(Pane):
         yield KeyedTable(id="worker-kinds")
 
     def on_mount(self) -> None:
-        self.snapshot: Snapshot | None = None
         self.query_one("#workers-table", KeyedTable).setup_columns(
             ("id", "id", 24),
             ("hb", "heartbeat", 12),
@@ -57,10 +49,6 @@ class WorkersPane(Pane):
         )
         self.query_one("#workers-table").border_title = "workers"
         self.query_one("#worker-kinds").border_title = "kinds (P pause/resume)"
-
-    async def load(self, link: Link) -> Snapshot:
-        cfg = self.console.config
-        return await link.run(metrics.snapshot, heartbeat_timeout=cfg.heartbeat_timeout_s)
 
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
@@ -117,21 +105,3 @@ class WorkersPane(Pane):
                 )
             )
         self.query_one("#worker-kinds", KeyedTable).sync(kind_rows)
-
-    def current_kind(self) -> str | None:
-        return self.query_one("#worker-kinds", KeyedTable).current_key
-
-    def is_paused(self, kind: str) -> bool:
-        return self.snapshot is not None and kind in self.snapshot.paused
-
-    def action_toggle_pause_kind(self) -> None:
-        kind = self.current_kind()
-        if kind is not None:
-            self.post_message(PauseAsked(kind, self.is_paused(kind)))
-
-    def palette_commands(self) -> list[tuple[str, str, str]]:
-        kind = self.current_kind()
-        if kind is None or self.console.read_only:
-            return []
-        verb = "Resume" if self.is_paused(kind) else "Pause"
-        return [(f"{verb} kind {kind}", "workers stop/start claiming it", "toggle_pause_kind")]

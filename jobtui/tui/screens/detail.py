@@ -150,43 +150,29 @@ class DetailScreen(Screen[None]):
             self.query_one("#detail-payload", Static).update("")
             self.query_one("#detail-errors", Static).update("")
             return
-        lines: list[Text] = []
         if isinstance(row, JobRow):
             state = row.state + (" (cancel requested)" if row.cancel_requested else "")
-            title = Text.assemble(
-                (f"#{row.id}  ", "bold"), inert(row.kind, style="bold"), "  ", (state, "reverse")
-            )
-            lines.append(title)
-            lines.append(
-                Text(f"attempts {row.attempts} of {row.max_attempts}   priority {row.priority}")
-            )
-            for label, ts in (
+            times = [
                 ("created  ", row.created_at),
                 ("run at   ", row.run_at),
                 ("locked   ", row.locked_at),
                 ("finished ", row.finished_at),
                 ("cancelled", row.cancelled_at),
-            ):
-                lines.append(Text.assemble((label + " ", "dim"), _when(ts, now)))
-            lines.append(Text.assemble(("worker    ", "dim"), inert(row.locked_by or "–")))
+            ]
+            last = ("worker    ", row.locked_by or "–")
         else:
-            title = Text.assemble(
-                (f"#{row.id}  ", "bold"),
-                inert(row.kind, style="bold"),
-                "  ",
-                ("dead: " + row.reason, "reverse"),
-            )
-            lines.append(title)
-            lines.append(
-                Text(f"attempts {row.attempts} of {row.max_attempts}   priority {row.priority}")
-            )
-            for label, ts in (
-                ("created  ", row.created_at),
-                ("run at   ", row.run_at),
-                ("died     ", row.died_at),
-            ):
-                lines.append(Text.assemble((label + " ", "dim"), _when(ts, now)))
-            lines.append(Text.assemble(("signature ", "dim"), inert(row.error_signature)))
+            state = "dead: " + row.reason
+            times = [("created  ", row.created_at), ("run at   ", row.run_at)]
+            times.append(("died     ", row.died_at))
+            last = ("signature ", row.error_signature)
+        lines = [
+            Text.assemble(
+                (f"#{row.id}  ", "bold"), inert(row.kind, style="bold"), "  ", (state, "reverse")
+            ),
+            Text(f"attempts {row.attempts} of {row.max_attempts}   priority {row.priority}"),
+            *(Text.assemble((label + " ", "dim"), _when(ts, now)) for label, ts in times),
+            Text.assemble((last[0], "dim"), inert(last[1])),
+        ]
         head.update(Text("\n").join(lines))
         self.query_one("#detail-payload", Static).update(_payload(row.payload))
         errors = self.query_one("#detail-errors", Static)

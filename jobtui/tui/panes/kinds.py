@@ -1,0 +1,50 @@
+"""What the Overview and Workers tabs share: a table of kinds, each of which can be paused.
+
+BINDINGS:
+    P        pause or resume the kind under the cursor
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.binding import Binding, BindingType
+
+from jobtui import metrics
+from jobtui.models import Snapshot
+from jobtui.tui.connection import Link
+from jobtui.tui.host import PauseAsked
+from jobtui.tui.panes.pane import Pane
+from jobtui.tui.widgets.keyed_table import KeyedTable
+
+
+class KindsPane(Pane):
+    """A pane showing a `Snapshot` with a table of kinds (`kinds_table`, keyed by kind)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("P", "toggle_pause_kind", "Pause/resume kind", id="pause_kind"),
+    ]
+    kinds_table = ""
+    snapshot: Snapshot | None = None
+
+    async def load(self, link: Link) -> Snapshot:
+        cfg = self.console.config
+        return await link.run(metrics.snapshot, heartbeat_timeout=cfg.heartbeat_timeout_s)
+
+    def current_kind(self) -> str | None:
+        return self.query_one(self.kinds_table, KeyedTable).current_key
+
+    def is_paused(self, kind: str) -> bool:
+        return self.snapshot is not None and kind in self.snapshot.paused
+
+    def action_toggle_pause_kind(self) -> None:
+        kind = self.current_kind()
+        if kind is not None:
+            self.post_message(PauseAsked(kind, self.is_paused(kind)))
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        kind = self.current_kind()
+        if kind is None or self.console.read_only:
+            return []
+        verb = "Resume" if self.is_paused(kind) else "Pause"
+        return [(f"{verb} kind {kind}", "workers stop/start claiming it", "toggle_pause_kind")]
