@@ -3,12 +3,15 @@
 Rows are read in keyset pages and written as they come, so exporting a million dead letters
 needs no more memory than one page. The file appears complete or not at all: it is written
 beside the target and renamed into place at the end. A path of `-` writes to standard output.
+
+JSON (every JSONL line, and the payload and errors cells of a CSV) is written by the one escaper's
+`ascii_json`: lossless, and no control character reaches a terminal that shows the file. The
+plain text cells of a CSV are the stored text, unchanged, so a CSV round-trips exactly.
 """
 
 from __future__ import annotations
 
 import csv
-import json
 import os
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -24,6 +27,7 @@ from jobtui.browse import (
     ids_list,
     statement,
 )
+from jobtui.inert import ascii_json
 from jobtui.models import DeadFilter, DeadLetterRow
 
 FORMATS = ("jsonl", "csv")
@@ -87,11 +91,11 @@ class _Writer:
 
     def write(self, rec: dict[str, Any]) -> None:
         if self.csv is None:
-            self.out.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            self.out.write(ascii_json(rec) + "\n")
             return
         flat = dict(rec)
-        flat["payload"] = json.dumps(rec["payload"], ensure_ascii=False)
-        flat["errors"] = json.dumps(rec["errors"], ensure_ascii=False)
+        flat["payload"] = ascii_json(rec["payload"])
+        flat["errors"] = ascii_json(rec["errors"])
         self.csv.writerow(flat)
 
 

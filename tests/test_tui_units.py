@@ -1,11 +1,10 @@
-"""Pure parts of the console: the filter language and inert rendering of data."""
+"""Pure parts of the console: the filter language and text comparison (escaping: test_inert.py)."""
 
 from __future__ import annotations
 
 import pytest
 from rich.text import Text
 
-from jobtui.inert import clean, inert, payload_json, payload_preview
 from jobtui.models import DeadFilter, JobFilter
 from jobtui.tui.filters import (
     FilterError,
@@ -43,28 +42,6 @@ def test_dead_filter_round_trip() -> None:
 
 def test_unbalanced_quotes_do_not_crash() -> None:
     assert parse_dead_filter('error:"oops').error == '"oops'
-
-
-def test_control_characters_become_visible() -> None:
-    assert clean("a\x1b]52;c;x\x07b") == "a\\x1b]52;c;x\\x07b"
-    assert clean("\x9b31m\u202e") == "\\x9b31m\\u202e"
-    assert clean("line1\nline2\tx") == "line1\\nline2\\tx"
-    assert clean("line1\nline2\tx", multiline=True) == "line1\nline2\tx"
-
-
-def test_inert_text_is_never_markup() -> None:
-    text = inert("[bold]x[/bold] \x1b[31m")
-    assert isinstance(text, Text)
-    assert text.plain == "[bold]x[/bold] \\x1b[31m"
-    assert not text.spans
-
-
-def test_payloads_are_escaped() -> None:
-    payload = {"s": "\x1b]52;\x9b [b]"}
-    assert "\x1b" not in payload_json(payload) and "\x9b" not in payload_json(payload)
-    assert "\\u001b]52;" in payload_json(payload) and "\\x9b" in payload_json(payload)
-    preview = payload_preview({"k": "v" * 500}, width=40)
-    assert len(preview) == 40 and preview.endswith("…")
 
 
 def test_nothing_outside_tui_imports_textual() -> None:
