@@ -8,6 +8,7 @@ and picks the index that fits (see `sql/browse.sql`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -156,43 +157,20 @@ def decode_payload(text: str | None) -> Any:
 
 def job_row(r: dict[str, Any]) -> JobRow:
     """A JobRow from a `browse_jobs_page`-shaped row."""
-    return JobRow(
-        id=r["id"],
-        kind=r["kind"],
-        state=r["state"],
-        payload=decode_payload(r["payload"]),
-        priority=r["priority"],
-        attempts=r["attempts"],
-        max_attempts=r["max_attempts"],
-        run_at=r["run_at"],
-        created_at=r["created_at"],
-        locked_at=r["locked_at"],
-        locked_by=r["locked_by"],
-        finished_at=r["finished_at"],
-        cancelled_at=r["cancelled_at"],
-        cancel_requested=r["cancel_requested"],
-        last_error=r["last_error"],
-        errors=_errors(r["errors"]),
-    )
+    return _record(JobRow, r)
 
 
 def dead_row(r: dict[str, Any]) -> DeadLetterRow:
     """A DeadLetterRow from a `browse_dead_page`-shaped row."""
-    return DeadLetterRow(
-        id=r["id"],
-        kind=r["kind"],
-        payload=decode_payload(r["payload"]),
-        priority=r["priority"],
-        attempts=r["attempts"],
-        max_attempts=r["max_attempts"],
-        created_at=r["created_at"],
-        run_at=r["run_at"],
-        last_error=r["last_error"],
-        errors=_errors(r["errors"]),
-        reason=r["reason"],
-        died_at=r["died_at"],
-        error_signature=r["error_signature"],
-    )
+    return _record(DeadLetterRow, r)
+
+
+def _record(cls: type[RowT], r: dict[str, Any]) -> RowT:
+    """`cls` from the row's columns of the same names, payload and errors decoded."""
+    values = {f.name: r[f.name] for f in dataclasses.fields(cls)}
+    values["payload"] = decode_payload(r["payload"])
+    values["errors"] = _errors(r["errors"])
+    return cls(**values)
 
 
 async def fetch_dicts(
