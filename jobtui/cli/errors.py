@@ -11,6 +11,9 @@ EXIT_FAILURE = 1  # the command could not do what was asked
 EXIT_USAGE = 2  # the arguments were wrong (argparse's convention)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
+# `jobtui check` speaks the Nagios/Icinga plugin protocol instead (usage errors are UNKNOWN).
+CHECK_OK, CHECK_WARNING, CHECK_CRITICAL, CHECK_UNKNOWN = 0, 1, 2, 3
+
 
 class CliError(Exception):
     """A failure the user can fix; printed as one line, exit `code`."""

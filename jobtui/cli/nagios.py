@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobtui.cli.errors import CHECK_CRITICAL as CRITICAL
+from jobtui.cli.errors import CHECK_OK as OK
+from jobtui.cli.errors import CHECK_UNKNOWN as UNKNOWN
+from jobtui.cli.errors import CHECK_WARNING as WARNING
 from jobtui.config import format_duration
 from jobtui.models import Snapshot
 
-OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 STATUS = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
 
 
