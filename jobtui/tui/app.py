@@ -45,6 +45,7 @@ from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.host import (
     DetailAsked,
     ExportAsked,
+    Host,
     KindChosen,
     PaletteEntry,
     PauseAsked,
@@ -477,6 +478,11 @@ class JobtuiApp(App[int]):
         out.append(("Refresh slower", "-", lambda: self.action_refresh_step(1)))
         out.append(("Help: key bindings", "?", self.action_help))
         return out
+
+
+def _offers_host(app: JobtuiApp) -> Host:
+    """Never called: mypy checks here that the app offers what panes and screens expect."""
+    return app
 
 
 def run_console(dsn: str, schema: str, *, config: ConsoleConfig) -> int:
