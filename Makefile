@@ -32,6 +32,21 @@ bench: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
+.PHONY: bench-table bench-plot bench-console
+
+# The README's performance table and the scaling plot, from the results JSON `make bench` wrote.
+BENCH_RESULTS ?= benchmarks/results.json
+bench-table: install
+	$(PY) benchmarks/table.py $(BENCH_RESULTS)
+
+bench-plot: install
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) benchmarks/plot.py $(BENCH_RESULTS)
+
+# Idle console bytes per tab through a real terminal (tmux), 80x24 and 120x40.
+bench-console: install
+	$(PY) benchmarks/console_tmux.py $(BENCH_CONSOLE_ARGS)
+
 chaos: install
 	$(PY) tests/chaos/run.py
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import platform
 import signal
 import statistics
 import subprocess
@@ -49,6 +50,28 @@ class Figure:
     check: Callable[[float], bool] | None = None
     note: str = ""
     digits: int = 1
+    # Which system the figure belongs to (the README table's column) and what is measured
+    # (its row); generated tables group figures by these.
+    system: str = "jobtui"
+    metric: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figure as the results JSON stores it: every run's raw value, not only the median."""
+        return {
+            "scenario": self.scenario,
+            "label": self.label,
+            "metric": self.metric or self.label,
+            "system": self.system,
+            "unit": self.unit,
+            "values": list(self.values),
+            "median": self.median if self.values else None,
+            "min": min(self.values) if self.values else None,
+            "max": max(self.values) if self.values else None,
+            "target": self.target,
+            "met": self.met,
+            "note": self.note,
+            "digits": self.digits,
+        }
 
     @property
     def median(self) -> float:
@@ -125,8 +148,25 @@ class Bench:
     runs: int | None
     origin: str  # "embedded" or "JOBTUI_BENCH_DSN"
     peers: bool = True
+    # A peer whose package is not installed is skipped instead of failing the run.
+    allow_missing_peers: bool = False
+    # The scaling matrix: worker processes and ready backlogs the drain (and, for workers,
+    # the pickup latency) run at. Empty means the scenario's default.
+    workers: list[int] = field(default_factory=list)
+    backlogs: list[int] = field(default_factory=list)
+    # Raw per-run records (each drain and latency run), settings per system; the results JSON.
+    records: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Failures inside a scenario that let it go on (one system of three failed): the run still
+    # ends non-zero.
+    failures: list[str] = field(default_factory=list)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jobtui-bench-")))
     templates: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, message: str) -> None:
+        """Record a failure that must make the run exit non-zero, and say so now."""
+        self.failures.append(message)
+        print(f"  FAILED: {message}", flush=True)
 
     def n_runs(self, default: int) -> int:
         return self.runs if self.runs else default
@@ -189,13 +229,39 @@ class Bench:
         self.templates.clear()
 
 
-def machine_line(bench: Bench) -> str:
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("?" where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def machine_info(bench: Bench) -> dict[str, Any]:
+    """What the figures depend on, for the results JSON and the line beside the table."""
     with bench.admin() as conn:
         row = conn.execute("SHOW server_version").fetchone()
-    version = row[0] if row else "?"
+        sync = conn.execute("SHOW synchronous_commit").fetchone()
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "postgresql": row[0] if row else "?",
+        "postgresql_source": bench.origin,
+        "synchronous_commit": sync[0] if sync else "?",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
+
+
+def describe_machine(info: dict[str, Any]) -> str:
     return (
-        f"machine: {os.cpu_count()} cores, PostgreSQL {version} ({bench.origin}), "
-        f"Python {sys.version.split()[0]}"
+        f"machine: {info['cores']} cores ({info['cpu_model']}), PostgreSQL {info['postgresql']} "
+        f"({info['postgresql_source']}, synchronous_commit {info['synchronous_commit']}), "
+        f"Python {info['python']}"
     )
 
 
@@ -293,40 +359,109 @@ def wait_for(
     raise ScenarioSkipped(f"{what}: timed out after {timeout:.0f}s {detail}".strip())
 
 
-def server_pids(bench: Bench) -> set[int]:
-    """The embedded server's postmaster and its children (empty for JOBTUI_BENCH_DSN)."""
-    pid_file = bench.tmp / "pg" / "postmaster.pid"
+def _ppid(pid: int) -> int | None:
     try:
-        postmaster = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return set()
-    pids = {postmaster}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/status") as fh:
-                    for line in fh:
-                        if line.startswith("PPid:"):
-                            if int(line.split()[1]) == postmaster:
-                                pids.add(int(entry))
-                            break
-            except OSError:
-                continue
-    return pids
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
-def cpu_seconds(pids: set[int]) -> float:
-    """User + system CPU seconds used so far by these processes (those still alive)."""
+def postmaster_pid(bench: Bench) -> int | None:
+    """The server's postmaster when it runs on this machine (embedded, or a local
+    JOBTUI_BENCH_DSN): the parent of our own backend. None when it is not visible here."""
+    with bench.admin() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        backend = int(row[0]) if row else 0
+        parent = _ppid(backend)
+    if parent is None:
+        return None
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as fh:
+            cmdline = fh.read()
+    except OSError:
+        return None
+    return parent if b"postgres" in cmdline else None
+
+
+def cpu_by_pid(pids: set[int]) -> dict[int, float]:
+    """User + system CPU seconds used so far by each of these processes (those still alive)."""
     hz = os.sysconf("SC_CLK_TCK")
-    total = 0
+    found: dict[int, float] = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])
-    return total / hz
+        found[pid] = (int(fields[11]) + int(fields[12])) / hz
+    return found
+
+
+class CpuSplit:
+    """CPU seconds the server and the workers use over a window.
+
+    `sample()` is called often during the window (the drain's poll does): backends that start
+    during it are found by listing the postmaster's children again (and the workers' children,
+    should a worker start any), and a process that ends
+    keeps the CPU it had at its last sample. Baselines are taken at `start()`; a process first
+    seen later counts from zero (it started inside the window).
+    """
+
+    def __init__(self, bench: Bench, workers: set[int]) -> None:
+        self.bench = bench
+        self.postmaster = postmaster_pid(bench)
+        self.roots = set(workers)
+        self.workers = set(workers)
+        self.base: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.server: set[int] = set()
+        self._listed = 0.0
+
+    @property
+    def available(self) -> bool:
+        return self.postmaster is not None
+
+    def _list(self) -> None:
+        """The server's processes and the workers' with any children they started."""
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                parent = _ppid(int(entry))
+                if parent is not None:
+                    parents[int(entry)] = parent
+        if self.postmaster is not None:
+            self.server |= {self.postmaster} | {
+                p for p, parent in parents.items() if parent == self.postmaster
+            }
+        grew = True
+        while grew:
+            more = {p for p, parent in parents.items() if parent in self.workers}
+            grew = not more <= self.workers
+            self.workers |= more
+
+    def start(self) -> None:
+        self._list()
+        self.base = cpu_by_pid(self.server | self.workers)
+        self.last = dict(self.base)
+        self._listed = time.monotonic()
+
+    def sample(self) -> None:
+        if time.monotonic() - self._listed > 0.25:
+            self._list()
+            self._listed = time.monotonic()
+        self.last.update(cpu_by_pid(self.server | self.workers))
+
+    def split(self) -> dict[str, float]:
+        self.sample()
+
+        def used(pids: set[int]) -> float:
+            return sum(self.last.get(p, 0.0) - self.base.get(p, 0.0) for p in pids)
+
+        return {"server_cpu_s": used(self.server), "workers_cpu_s": used(self.workers)}
 
 
 def rss_kb(pid: int | None = None) -> int:

@@ -164,7 +164,7 @@ def run(bench: Bench) -> list[Figure]:
     return [
         Figure(
             "console_bytes",
-            f"console idle output {COLS}×{ROWS}, 2 s refresh",
+            f"console idle output in a bare pty (answers no queries) {COLS}×{ROWS}, 2 s refresh",
             "B/s",
             rates,
             target="≤ 2 048 B/s",

@@ -28,16 +28,26 @@ from typing import Any
 
 import psycopg
 
-from benchmarks.common import ROOT, SCHEMA, ScenarioSkipped, spawn, tail, wait_for
+from benchmarks.common import SCHEMA, ScenarioSkipped, spawn, tail, wait_for
 from benchmarks.peer_worker import pgqueuer_driver
 
 Proc = tuple[subprocess.Popen[bytes], Path]
 
 
+# Every system falls back to polling after this long without a notification: jobtui's worker
+# polls every WorkerSettings.poll_interval (1 s, its default; the CLI has no option for it), and
+# the peers are given the same (PgQueuer's dequeue_timeout, procrastinate's
+# fetch_job_polling_interval).
+POLL_FALLBACK_S = 1.0
+
+
 class System:
     name = ""
-    # Worker processes' concurrency (jobtui: in-flight jobs; PgQueuer: claim batch).
+    # Worker processes' concurrency (jobtui: in-flight jobs; PgQueuer: claim batch;
+    # procrastinate: sub-workers).
     concurrency = 100
+    # Where the settings come from (printed with them and kept in the results JSON).
+    settings_source = ""
     # Drain runs in a full run when --runs is not given (fewer for a slow system).
     drain_runs = 3
     # A drain still going after this many seconds is stopped and rated on what it finished;
@@ -51,6 +61,15 @@ class System:
     def label(self) -> str:
         """The name shown in the figures (with what it ran on, where that matters)."""
         return self.name
+
+    def settings(self) -> dict[str, Any]:
+        """What this system runs with: printed before the runs and kept in the results JSON."""
+        return {"concurrency": self.concurrency, "poll_fallback_s": POLL_FALLBACK_S}
+
+    def describe(self) -> str:
+        text = ", ".join(f"{k}={v}" for k, v in self.settings().items())
+        source = f" ({self.settings_source})" if self.settings_source else ""
+        return f"{self.label}: {text}{source}"
 
     def install(self, dsn: str) -> None:
         """Create the system's tables in a fresh, empty database."""
@@ -90,8 +109,18 @@ class System:
         return procs
 
 
-def _log_says_ready(procs: Sequence[Proc]) -> bool:
-    return all(b"ready" in log.read_bytes() for _, log in procs if log.exists())
+def _log_says(procs: Sequence[Proc], word: bytes) -> bool:
+    return all(log.exists() and word in log.read_bytes() for _, log in procs)
+
+
+def listening_sessions(conn: psycopg.Connection) -> int:
+    """Sessions in this database whose last statement was a LISTEN and that sit idle in it:
+    a worker's dedicated listener connection once it is listening."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND state = 'idle' AND query ILIKE 'LISTEN %%'"
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +129,13 @@ def _log_says_ready(procs: Sequence[Proc]) -> bool:
 class Jobtui(System):
     name = "jobtui"
     concurrency = 200
+    settings_source = "jobtui's own choice for a throughput run; poll fall-back is its default"
+
+    def settings(self) -> dict[str, Any]:
+        from jobtui.worker import WorkerSettings  # its poll interval is not a CLI option
+
+        poll = WorkerSettings().poll_interval
+        return {"concurrency": self.concurrency, "poll_fallback_s": poll, "driver": "psycopg"}
 
     def unavailable(self) -> str | None:
         for module in ("jobtui.registry", "jobtui.worker"):
@@ -121,13 +157,16 @@ class Jobtui(System):
     def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
 
-            def beating() -> bool:
+            def ready() -> bool:
+                # Registered (heartbeat row) and listening (its LISTEN connection is up): the
+                # heartbeat is written before the listener starts, so both are needed.
                 row = conn.execute(
                     "SELECT count(*) FROM workers WHERE heartbeat_at > now() - interval '30 s'"
                 ).fetchone()
-                return bool(row and row[0] >= len(procs))
+                beating = bool(row and row[0] >= len(procs))
+                return beating and listening_sessions(conn) >= len(procs)
 
-            wait_for(beating, timeout, "jobtui workers heartbeat", procs=procs)
+            wait_for(ready, timeout, "jobtui workers heartbeat and listen", procs=procs)
 
     def release(self, conn: psycopg.Connection) -> None:
         from jobtui.sql import notify_channel
@@ -155,18 +194,11 @@ class Jobtui(System):
 
 
 def worker_command(dsn: str, concurrency: int, extra: Sequence[str] = ()) -> list[str]:
-    """`jobtui worker` with the benchmark's handlers (through the CLI once it exists)."""
-    app = "benchmarks.bench_app:registry"
-    if (ROOT / "jobtui" / "cli.py").exists():
-        argv = ["worker", "--app", app, "--concurrency", str(concurrency), "--dsn", dsn]
-        argv += list(extra)
-        code = f"import sys; from jobtui.cli import main; sys.exit(main({argv!r}))"
-    else:
-        code = (
-            "from jobtui.worker import run_worker, WorkerSettings; "
-            "from benchmarks.bench_app import registry; "
-            f"run_worker({dsn!r}, {SCHEMA!r}, registry, WorkerSettings(concurrency={concurrency}))"
-        )
+    """`jobtui worker` with the benchmark's handlers, through the CLI's entry point
+    (`jobtui.cli:main`, the console script), whatever module layout is behind it."""
+    argv = ["worker", "--app", "benchmarks.bench_app:registry", "--concurrency", str(concurrency)]
+    argv += ["--dsn", dsn, *extra]
+    code = f"import sys; from jobtui.cli import main; sys.exit(main({argv!r}))"
     return [sys.executable, "-c", code]
 
 
@@ -175,7 +207,15 @@ def worker_command(dsn: str, concurrency: int, extra: Sequence[str] = ()) -> lis
 
 class PgQueuer(System):
     name = "pgqueuer"
+    # Its batch_size: jobs fetched per dequeue round trip. Its docs (guides/performance-tuning:
+    # "Increase batch_size when jobs are short-lived (< 1 s)") give no number; 100 for no-op jobs,
+    # overridable with --concurrency pgqueuer=N.
     concurrency = 100
+    settings_source = (
+        "docs/guides/performance-tuning.md: larger batch_size for short jobs, asyncpg, a single "
+        "connection for the QueueManager, `pgq autovac` applied, durability durable (default), "
+        "max_concurrent_tasks unset (its default, no cap); uvloop as `pgq run`"
+    )
 
     def unavailable(self) -> str | None:
         if importlib.util.find_spec("pgqueuer") is None:
@@ -185,16 +225,31 @@ class PgQueuer(System):
     @property
     def label(self) -> str:
         # Its psycopg driver is ~10x slower than asyncpg here: say which one ran.
+        return f"pgqueuer ({'asyncpg' if self.driver == 'asyncpg' else 'psycopg driver, slow'})"
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "batch_size": self.concurrency,
+            "max_concurrent_tasks": None,
+            "dequeue_timeout_s": POLL_FALLBACK_S,
+            "driver": self.driver,
+            "autovac": True,
+            "durability": "durable",
+        }
+
+    @property
+    def driver(self) -> str:
         forced = os.environ.get("JOBTUI_BENCH_PGQ_DRIVER") == "psycopg"
-        asyncpg = importlib.util.find_spec("asyncpg") is not None and not forced
-        return f"pgqueuer ({'asyncpg' if asyncpg else 'psycopg driver, slow'})"
+        return "asyncpg" if importlib.util.find_spec("asyncpg") and not forced else "psycopg"
 
     def install(self, dsn: str) -> None:
         async def go() -> None:
             from pgqueuer import Queries
 
-            driver = await pgqueuer_driver(dsn)
-            await Queries(driver).install()
+            q = Queries(await pgqueuer_driver(dsn))
+            await q.install()
+            # Its performance guide's checklist: "Run `pgq autovac` after installation".
+            await q.optimize_autovacuum()
 
         asyncio.run(go())
 
@@ -221,11 +276,19 @@ class PgQueuer(System):
             dsn,
             "--concurrency",
             str(self.concurrency),
+            "--poll",
+            str(POLL_FALLBACK_S),
         ]
 
     def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
-        wait_for(lambda: _log_says_ready(procs), timeout, "pgqueuer workers start", procs=procs)
-        time.sleep(1.5)  # it prints before its listener is up; no table shows it
+        # peer_worker prints `listening` when PgQueuer's own listener setup has returned (its
+        # LISTEN shares the connection with its dequeues, so pg_stat_activity cannot show it).
+        wait_for(
+            lambda: _log_says(procs, b"listening"),
+            timeout,
+            "pgqueuer workers listen",
+            procs=procs,
+        )
 
     def release(self, conn: psycopg.Connection) -> None:
         from pgqueuer.domain.settings import db_settings
@@ -259,7 +322,15 @@ class PgQueuer(System):
 
 class Procrastinate(System):
     name = "procrastinate"
-    concurrency = 20
+    # Its sub-workers per process. Its docs (howto/production/concurrency: "Procrastinate
+    # supports asynchronous tasks … launch multiple asynchronous sub-workers") show
+    # concurrency=30 as the example and give no ceiling; for no-op async tasks it gets the same
+    # number of jobs in flight as jobtui (200), overridable with --concurrency procrastinate=N.
+    concurrency = 200
+    settings_source = (
+        "docs howto/production/concurrency: concurrency for async tasks (example 30, no ceiling "
+        "given); psycopg (its only async connector), listen_notify on"
+    )
     drain_runs = 1  # ~20x slower than the others: one run keeps `make bench` short
     drain_cap_s = 60.0
 
@@ -305,17 +376,20 @@ class Procrastinate(System):
             dsn,
             "--concurrency",
             str(self.concurrency),
+            "--poll",
+            str(POLL_FALLBACK_S),
         ]
 
     def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
 
-            def registered() -> bool:
+            def ready() -> bool:
+                # Registered and listening (its listener is a connection of its own).
                 row = conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
-                return bool(row and row[0] >= len(procs))
+                registered = bool(row and row[0] >= len(procs))
+                return registered and listening_sessions(conn) >= len(procs)
 
-            wait_for(registered, timeout, "procrastinate workers register", procs=procs)
-        time.sleep(0.5)
+            wait_for(ready, timeout, "procrastinate workers register and listen", procs=procs)
 
     def release(self, conn: psycopg.Connection) -> None:
         with conn.transaction():
@@ -326,6 +400,14 @@ class Procrastinate(System):
                 "SELECT pg_notify('procrastinate_any_queue_v1', "
                 "json_build_object('type', 'job_inserted', 'job_id', 0)::text)"
             )
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "concurrency": self.concurrency,
+            "fetch_job_polling_interval_s": POLL_FALLBACK_S,
+            "listen_notify": True,
+            "driver": "psycopg",
+        }
 
     def unfinished_sql(self) -> str:
         return "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
@@ -346,6 +428,36 @@ def systems(with_peers: bool) -> list[System]:
     if with_peers:
         found += [PgQueuer(), Procrastinate()]
     return found
+
+
+def runnable(bench: Any) -> list[System]:
+    """The systems this run measures, their settings noted in `bench.settings`.
+
+    A system that cannot run is a failure of the run (`bench.fail`), except a peer whose package
+    is not installed when the run allows it (--allow-missing-peers): that one is only noted.
+    """
+    found = []
+    for system in systems(bench.peers):
+        reason = system.unavailable()
+        if reason is None:
+            found.append(system)
+            bench.settings.setdefault(
+                system.name,
+                {"label": system.label, **system.settings(), "source": system.settings_source},
+            )
+        elif system.name != "jobtui" and bench.allow_missing_peers and "not installed" in reason:
+            print(f"  {system.name}: not run ({reason}; --allow-missing-peers)", flush=True)
+        else:
+            bench.fail(f"{system.name}: {reason}")
+    return found
+
+
+def rotated(items: Sequence[System], round_no: int) -> list[System]:
+    """Round r starts with the (r mod n)-th system: no system always goes first."""
+    if not items:
+        return []
+    k = round_no % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def set_concurrency(spec: str) -> None:

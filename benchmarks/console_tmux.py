@@ -1,0 +1,415 @@
+"""Bytes the console writes to a real terminal while idle, per tab, measured through tmux.
+
+The pty harness of console_bytes.py answers no terminal queries; a person's terminal does, and
+the console then behaves differently. Here the real console (`jobtui console --refresh 2s`) runs
+in a tmux pane of COLS×ROWS (`new-session -d -x COLS -y ROWS`, status line off so the pane is the
+whole size, TERM as tmux sets it), on its own tmux server socket so no one else's sessions are
+touched. After start-up, `pipe-pane -o 'cat >> FILE'` copies every byte the console writes to
+the pane into FILE. For each tab (1 Overview, 2 Jobs, 3 Dead letters, 4 Workers) the tab's key is
+sent, the redraw it causes is waited out (`settle`), and then FILE's growth over `windows`
+windows of `window` seconds with no key pressed gives B/s.
+
+`--live` adds a worker processing a trickle of no-op jobs (2 a second by default) while it is
+measured, as on the live demo. `--short` is a quick form for a test: 80×24, one 5 s window per
+tab.
+
+    python benchmarks/console_tmux.py                  # 80×24 and 120×40, idle, 3×10 s per tab
+    python benchmarks/console_tmux.py --live           # … with a worker and a trickle of jobs
+    python benchmarks/console_tmux.py --short --json   # ~40 s; one JSON line for a test
+    python benchmarks/console_tmux.py --dsn postgresql://…/db   # an existing jobtui database
+
+Without --dsn it uses JOBTUI_BENCH_DSN (or an embedded server) and a fresh copy of the benchmark
+data set (`--data quick`: 50 000 finished jobs, 5 000 ready, 5 000 dead letters; `full`: the
+1 000 000-row set of the read scenarios), dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import Bench, Figure, ScenarioSkipped, at_most, child_env, spawn, stop
+from benchmarks.console_bytes import console_command, rows_written
+
+TABS = {"1": "Overview", "2": "Jobs", "3": "Dead letters", "4": "Workers"}
+IDLE_TARGET = 500.0  # B/s, issue 11
+LIVE_TARGET = 2048.0
+
+
+@dataclass
+class TabBytes:
+    """Bytes per second of one tab at one size, one value per window."""
+
+    size: str
+    tab: str
+    live: bool
+    rates: list[float] = field(default_factory=list)
+    rows: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "tab": self.tab,
+            "live": self.live,
+            "rates": self.rates,
+            "median": statistics.median(self.rates) if self.rates else None,
+        }
+
+
+class TmuxConsole:
+    """The console in a detached tmux pane on a private tmux server; `close()` ends both."""
+
+    def __init__(self, dsn: str, cols: int, rows: int, workdir: Path, refresh: float) -> None:
+        if shutil.which("tmux") is None:
+            raise ScenarioSkipped("tmux is not installed (apt-get install tmux)")
+        self.socket = f"jobtui-bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.workdir = workdir
+        self.capture = workdir / f"pane-{cols}x{rows}-{uuid.uuid4().hex[:6]}.bytes"
+        config = workdir / f"tmux-{self.socket}.conf"
+        # No user config (-f); the pane is exactly COLS×ROWS (no status line); a terminal type
+        # with 256 colours as a person's tmux usually has; keep a dead pane to read its error.
+        config.write_text(
+            "set -g status off\n"
+            "set -g default-terminal tmux-256color\n"
+            "set -g remain-on-exit on\n"
+            f"set -g default-size {cols}x{rows}\n"
+        )
+        env = child_env()
+        for name in ("COLUMNS", "LINES", "NO_COLOR", "TEXTUAL", "TMUX", "TMUX_PANE"):
+            env.pop(name, None)
+        self.env = env
+        command = " ".join(shlex.quote(a) for a in console_command(dsn, refresh))
+        try:
+            self._tmux(
+                "-f", str(config), "new-session", "-d", "-s", "bench",
+                "-x", str(cols), "-y", str(rows), "-c", str(Path.cwd()), command,
+            )  # fmt: skip
+        except ScenarioSkipped:
+            self._remove_socket()
+            raise
+        self.pane_pid = int(self._tmux("display-message", "-p", "-t", "bench", "#{pane_pid}"))
+        size = self._tmux("display-message", "-p", "-t", "bench", "#{pane_width}x#{pane_height}")
+        if size != f"{cols}x{rows}":
+            self.close()
+            raise ScenarioSkipped(f"tmux made the pane {size}, not {cols}x{rows}")
+
+    def _tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        if done.returncode != 0:
+            raise ScenarioSkipped(f"tmux {args[0]}: {done.stderr.strip() or done.returncode}")
+        return done.stdout.strip()
+
+    def check_alive(self) -> None:
+        if self._tmux("display-message", "-p", "-t", "bench", "#{pane_dead}") == "1":
+            screen = " ".join(self._tmux("capture-pane", "-p", "-t", "bench").split())
+            raise ScenarioSkipped(f"the console exited: {screen[-300:]}")
+
+    def start_capture(self) -> None:
+        self.capture.touch()
+        self._tmux("pipe-pane", "-o", "-t", "bench", f"cat >> {shlex.quote(str(self.capture))}")
+
+    def captured(self) -> int:
+        try:
+            return self.capture.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def press(self, key: str) -> None:
+        self._tmux("send-keys", "-t", "bench", "-l", key)
+
+    def close(self) -> None:
+        with contextlib.suppress(ScenarioSkipped, subprocess.TimeoutExpired):
+            self._tmux("kill-server")
+        # The console gets SIGHUP from tmux; make sure the process we started is gone.
+        deadline = time.monotonic() + 5
+        while _alive(self.pane_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(self.pane_pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pane_pid, signal.SIGKILL)
+        with contextlib.suppress(FileNotFoundError):
+            self.capture.unlink()
+        self._remove_socket()
+
+    def _remove_socket(self) -> None:
+        """kill-server (or a server that failed to start) leaves its socket file behind."""
+        tmpdir = Path(os.environ.get("TMUX_TMPDIR", "/tmp")) / f"tmux-{os.getuid()}"
+        with contextlib.suppress(FileNotFoundError):
+            (tmpdir / self.socket).unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@contextlib.contextmanager
+def trickle(dsn: str, workdir: Path, per_second: float) -> Iterator[None]:
+    """A `jobtui worker` and a producer enqueuing no-op jobs at `per_second`: the live demo."""
+    from benchmarks.systems import worker_command
+    from jobtui.enqueue import enqueue
+
+    log = workdir / f"live-worker-{uuid.uuid4().hex[:6]}.log"
+    worker = spawn(worker_command(dsn, 10), log)
+    stopping = threading.Event()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        import psycopg
+
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                while not stopping.wait(1 / per_second):
+                    enqueue(conn, "noop", {})
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
+            errors.append(exc)
+
+    producer = threading.Thread(target=produce, name="trickle", daemon=True)
+    producer.start()
+    try:
+        yield
+        if errors:
+            raise ScenarioSkipped(f"the trickle producer failed: {errors[0]}")
+        if worker.poll() is not None:
+            raise ScenarioSkipped(f"the live worker exited ({worker.returncode})")
+    finally:
+        stopping.set()
+        producer.join(5)
+        stop(worker)
+
+
+def measure(
+    dsn: str,
+    cols: int,
+    rows: int,
+    *,
+    tabs: str = "1234",
+    startup: float = 10.0,
+    settle: float = 4.0,
+    window: float = 10.0,
+    windows: int = 3,
+    live: bool = False,
+    per_second: float = 2.0,
+    refresh: float = 2.0,
+    workdir: Path | None = None,
+    by_row: bool = False,
+) -> list[TabBytes]:
+    """B/s the console writes to a tmux pane of cols×rows, per tab, with no key pressed."""
+    own_dir = workdir is None
+    work = workdir or Path(tempfile.mkdtemp(prefix="jobtui-tmux-"))
+    results: list[TabBytes] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            if live:
+                stack.enter_context(trickle(dsn, work, per_second))
+            console = TmuxConsole(dsn, cols, rows, work, refresh)
+            stack.callback(console.close)
+            time.sleep(startup)
+            console.check_alive()
+            console.start_capture()
+            for key in tabs:
+                got = TabBytes(f"{cols}x{rows}", TABS.get(key, key), live)
+                console.press(key)
+                time.sleep(settle)
+                start = console.captured()
+                before = start
+                for _ in range(windows):
+                    time.sleep(window)
+                    now = console.captured()
+                    got.rates.append((now - before) / window)
+                    before = now
+                console.check_alive()
+                if by_row:
+                    with open(console.capture, "rb") as fh:
+                        fh.seek(start)
+                        got.rows = rows_written(fh.read(before - start))
+                results.append(got)
+    finally:
+        if own_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return results
+
+
+def print_results(results: list[TabBytes]) -> None:
+    for r in results:
+        mode = "live" if r.live else "idle"
+        values = ", ".join(f"{v:.0f}" for v in r.rates)
+        median = TabBytes.to_dict(r)["median"]
+        print(f"    {mode} {r.size:>7} {r.tab:<13} {median:8.0f} B/s  (windows: {values})")
+        if r.rows:
+            print(f"      bytes by screen row: {r.rows}")
+
+
+# ---------------------------------------------------------------------------------------------
+# As a scenario of run.py
+
+
+def plan(bench: Bench) -> list[tuple[int, int, bool, int]]:
+    """(cols, rows, live, windows) the scenario measures."""
+    if bench.quick:
+        return [(80, 24, False, 1), (120, 40, False, 1), (80, 24, True, 1)]
+    return [(80, 24, False, 2), (120, 40, False, 2), (80, 24, True, 1), (120, 40, True, 1)]
+
+
+def run(bench: Bench) -> list[Figure]:
+    from benchmarks import bigdata
+
+    window = bench.scale(10, 4)
+    figures = []
+    with bench.fresh_db("console_tmux", template=bigdata.template(bench)) as dsn:
+        for cols, rows, live, windows in plan(bench):
+            got = measure(
+                dsn,
+                cols,
+                rows,
+                startup=bench.scale(10, 6),
+                settle=bench.scale(4, 3),
+                window=window,
+                windows=windows,
+                live=live,
+            )
+            print_results(got)
+            for r in got:
+                mode = "live demo" if live else "idle"
+                limit = LIVE_TARGET if live else IDLE_TARGET
+                figures.append(
+                    Figure(
+                        "console_tmux",
+                        f"console {mode} output via tmux {r.size}: {r.tab}",
+                        "B/s",
+                        r.rates,
+                        target=f"≤ {limit:,.0f} B/s".replace(",", " "),
+                        check=at_most(limit),
+                        digits=0,
+                        note=f"{windows}×{window} s",
+                        metric=f"console_tmux:{'live' if live else 'idle'}:{r.size}:{r.tab}",
+                    )
+                )
+    return figures
+
+
+# ---------------------------------------------------------------------------------------------
+# Stand-alone
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/console_tmux.py",
+        description="idle console bytes per tab through a real terminal (tmux pipe-pane)",
+    )
+    parser.add_argument("--dsn", help="an existing jobtui database (else a fresh benchmark one)")
+    parser.add_argument("--data", choices=["quick", "full"], default="quick")
+    parser.add_argument("--sizes", default="80x24,120x40", help="COLSxROWS[,COLSxROWS]")
+    parser.add_argument("--tabs", default="1234", help="tab keys in order (default 1234)")
+    parser.add_argument("--startup", type=float, default=10.0, help="seconds waited out first")
+    parser.add_argument("--settle", type=float, default=4.0, help="seconds after a tab key")
+    parser.add_argument("--window", type=float, default=10.0, help="seconds per window")
+    parser.add_argument("--windows", type=int, default=3, help="windows per tab")
+    parser.add_argument("--live", action="store_true", help="a worker and a trickle of jobs")
+    parser.add_argument("--rate", type=float, default=2.0, help="--live: jobs per second")
+    parser.add_argument("--short", action="store_true", help="80x24, 6 s start-up, 1×5 s")
+    parser.add_argument("--rows", action="store_true", help="also bytes by screen row")
+    parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
+    args = parser.parse_args(argv)
+    if args.short:
+        args.sizes, args.startup, args.settle, args.window, args.windows = "80x24", 6, 3, 5, 1
+    try:
+        sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.sizes.split(",")]
+        if any(len(s) != 2 or min(s) < 10 for s in sizes):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--sizes: expected COLSxROWS[,COLSxROWS], got {args.sizes!r}")
+    if args.windows < 1 or args.window <= 0 or args.rate <= 0:
+        parser.error("--windows, --window and --rate must be positive")
+    if any(k not in TABS for k in args.tabs):
+        parser.error(f"--tabs: keys from {''.join(TABS)}")
+    with contextlib.ExitStack() as stack:
+        dsn = args.dsn or stack.enter_context(benchmark_db(args.data == "quick"))
+        live = f", live: a worker and {args.rate:g} jobs/s" if args.live else ""
+        print(
+            f"console via tmux {shutil.which('tmux')} ({tmux_version()}), refresh 2 s, "
+            f"start-up {args.startup:g} s, settle {args.settle:g} s after each tab key, "
+            f"{args.windows}×{args.window:g} s per tab{live}",
+            flush=True,
+        )
+        results: list[TabBytes] = []
+        try:
+            for cols, rows in sizes:
+                got = measure(
+                    dsn,
+                    cols,
+                    rows,
+                    tabs=args.tabs,
+                    startup=args.startup,
+                    settle=args.settle,
+                    window=args.window,
+                    windows=args.windows,
+                    live=args.live,
+                    per_second=args.rate,
+                    by_row=args.rows,
+                )
+                print_results(got)
+                results += got
+        except ScenarioSkipped as exc:
+            print(f"console_tmux: {exc}", file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps({"results": [r.to_dict() for r in results]}))
+    return 0
+
+
+def tmux_version() -> str:
+    done = subprocess.run(["tmux", "-V"], capture_output=True, text=True)
+    return done.stdout.strip() or "?"
+
+
+@contextlib.contextmanager
+def benchmark_db(quick: bool) -> Iterator[str]:
+    """A fresh copy of the benchmark data set on JOBTUI_BENCH_DSN or an embedded server."""
+    from benchmarks import bigdata
+    from benchmarks.run import start_server
+
+    bench = Bench(admin_dsn="", quick=quick, runs=None, origin="")
+    dsn, origin, server = start_server(bench.tmp)
+    bench.admin_dsn, bench.origin = dsn, origin
+    try:
+        with bench.fresh_db("console_tmux", template=bigdata.template(bench)) as db:
+            yield db
+    finally:
+        bench.cleanup()
+        if server is not None:
+            server.stop()  # type: ignore[attr-defined]
+        shutil.rmtree(bench.tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Plot how drain and pickup change with worker processes and backlog (`make bench-plot`).
+
+    python benchmarks/plot.py benchmarks/results.json [--out benchmarks/scaling.png]
+
+Reads the raw runs of a results JSON (benchmarks/run.py, best with the matrix:
+`--workers 1,2,4 --backlog 20000,200000,2000000`) and draws three panels: drain jobs/s against
+worker processes (one line per system and backlog), drain jobs/s against backlog (one line per
+system and worker count, log scale) and pickup p50/p99 against worker processes. Points are
+medians, bars the min–max of the runs. matplotlib comes with the bench extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import percentile
+
+OUT = Path(__file__).resolve().parent / "scaling.png"
+NAMES = {"jobtui": "jobtui", "pgqueuer": "PgQueuer", "procrastinate": "procrastinate"}
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """median, and its distance to min and max (for error bars)."""
+    mid = statistics.median(values)
+    return mid, mid - min(values), max(values) - mid
+
+
+def series(runs: list[dict[str, Any]], x: str, line: tuple[str, ...], value: str) -> dict:
+    """{line key: {x: [values]}} from the raw runs."""
+    out: dict[tuple[Any, ...], dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        out[tuple(run[k] for k in line)][run[x]].append(run[value])
+    return out
+
+
+def draw(ax: Any, data: dict, label: Any, log_x: bool = False) -> None:
+    for key, points in sorted(data.items()):
+        xs = sorted(points)
+        mids, lows, highs = zip(*(spread(points[v]) for v in xs), strict=True)
+        ax.errorbar(xs, mids, yerr=[lows, highs], marker="o", capsize=3, label=label(key))
+    if log_x:
+        ax.set_xscale("log")
+    else:
+        ax.set_xticks(sorted({x for points in data.values() for x in points}))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def plot(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drains = [r for r in results.get("runs", []) if r.get("scenario") == "drain"]
+    pickups = []
+    for r in results.get("runs", []):
+        if r.get("scenario") == "latency" and r.get("delays_ms"):
+            pickups.append({**r, "p50": percentile(r["delays_ms"], 50)})
+            p99 = percentile(r["delays_ms"], 99)
+            pickups.append({**r, "p50": p99, "system": f"{r['system']} p99"})
+    if not drains and not pickups:
+        raise ValueError("no drain or latency runs in these results")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    draw(
+        axes[0],
+        series(drains, "workers", ("system", "backlog"), "rate"),
+        lambda k: f"{NAMES.get(k[0], k[0])}, {k[1]:,} jobs",
+    )
+    axes[0].set(title="Drain vs worker processes", xlabel="worker processes", ylabel="jobs/s")
+    draw(
+        axes[1],
+        series(drains, "backlog", ("system", "workers"), "rate"),
+        lambda k: f"{NAMES.get(k[0], k[0])}, {k[1]} worker{'s' if k[1] > 1 else ''}",
+        log_x=True,
+    )
+    axes[1].set(title="Drain vs backlog", xlabel="ready jobs at release", ylabel="jobs/s")
+    draw(
+        axes[2],
+        series(pickups, "workers", ("system",), "p50"),
+        lambda k: k[0] if k[0].endswith("p99") else f"{k[0]} p50",
+    )
+    axes[2].set(title="Pickup latency vs worker processes", xlabel="worker processes", ylabel="ms")
+    machine = results.get("machine", {})
+    fig.suptitle(
+        f"{results.get('date', '')} · {machine.get('cores', '?')} cores · PostgreSQL "
+        f"{machine.get('postgresql', '?')} · {results.get('mode', '?')} run · median, bars min–max",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks/plot.py", description=__doc__.split("\n")[0])
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    try:
+        results = json.loads(args.results.read_text())
+        plot(results, args.out)
+    except ImportError:
+        print("bench-plot: matplotlib is not installed (pip install -e '.[bench]')",
+              file=sys.stderr)
+        return 1
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"bench-plot: {args.results}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.out}: written from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
