@@ -194,18 +194,36 @@ def _pgbouncer_account(server_host: str) -> str | None:
     return "postgres"
 
 
-def start_pgbouncer(
+def start_pgbouncer(server_dsn: str, **kwargs: Any) -> Bouncer:
+    """Start PgBouncer in front of `server_dsn`'s server (every database, by wildcard).
+
+    The free port is picked before PgBouncer binds it, so another process may take it in
+    between: a start that fails is tried again (three times in all)."""
+    for attempt in range(3):
+        try:
+            return _start_pgbouncer_once(server_dsn, **kwargs)
+        except RuntimeError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_pgbouncer_once(
     server_dsn: str,
     *,
     mode: str,
     max_prepared_statements: int = 0,
     users: tuple[str, ...] = (),
 ) -> Bouncer:
-    """Start PgBouncer in front of `server_dsn`'s server (every database, by wildcard)."""
     binary = pgbouncer_binary()
     if binary is None:
         raise FileNotFoundError("pgbouncer is not installed (apt-get install pgbouncer)")
     version = pgbouncer_version(binary)
+    if max_prepared_statements and version < PREPARED_STATEMENTS_SINCE:
+        raise NotImplementedError(
+            f"PgBouncer {'.'.join(map(str, version))} has no max_prepared_statements "
+            f"(needs {'.'.join(map(str, PREPARED_STATEMENTS_SINCE))}+)"
+        )
     server = _server_params(server_dsn)
     account = _pgbouncer_account(server["host"])
     workdir = _owned_dir("jobtui-pgbouncer-", account)
@@ -231,11 +249,6 @@ def start_pgbouncer(
     ]
     if version >= PREPARED_STATEMENTS_SINCE:
         lines.append(f"max_prepared_statements = {max_prepared_statements}")
-    elif max_prepared_statements:
-        raise NotImplementedError(
-            f"PgBouncer {'.'.join(map(str, version))} has no max_prepared_statements "
-            f"(needs {'.'.join(map(str, PREPARED_STATEMENTS_SINCE))}+)"
-        )
     ini = workdir / "pgbouncer.ini"
     ini.write_text("\n".join(lines) + "\n")
     if account is not None:
@@ -267,6 +280,7 @@ def start_pgbouncer(
         _wait_connectable(bouncer.to(server_dsn), proc, log)
     except BaseException:
         _stop(proc)
+        shutil.rmtree(workdir, ignore_errors=True)
         raise
     return bouncer
 
@@ -480,7 +494,12 @@ def _dedicated_primary(bindir: Path, account: str | None) -> Cluster:
         check=True,
         timeout=120,
     )
-    cluster.start("wal_level=replica", "max_wal_senders=5", "fsync=off", "shared_buffers=32MB")
+    try:
+        cluster.start("wal_level=replica", "max_wal_senders=5", "fsync=off", "shared_buffers=32MB")
+    except BaseException:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     return cluster
 
 
@@ -505,6 +524,16 @@ def _start_standby(bindir: Path, primary_dsn: str, account: str | None) -> Clust
             if account is not None:
                 entry = pwd.getpwnam(account)
                 os.chown(standby.data / name, entry.pw_uid, entry.pw_gid)
+    try:
+        _start_hot(standby)
+    except BaseException:
+        standby.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return standby
+
+
+def _start_hot(standby: Cluster) -> None:
     standby.start(
         "hot_standby=on",
         f"hba_file={standby.data / 'pg_hba.conf'}",
@@ -513,8 +542,7 @@ def _start_standby(bindir: Path, primary_dsn: str, account: str | None) -> Clust
         "fsync=off",
         "autovacuum=off",
     )
-    _wait_connectable(standby.dsn(), None, root / "data.log")
-    return standby
+    _wait_connectable(standby.dsn(), None, standby.socket_dir / "data.log")
 
 
 @pytest.fixture(scope="session")
@@ -531,23 +559,21 @@ def replica(pg_server_dsn: str) -> Iterator[Replica]:
         owner = pwd.getpwuid(os.stat(params["host"]).st_uid).pw_name
         account = owner if owner != "root" else account
     owned: list[Cluster] = []
-    primary_dsn = pg_server_dsn
-    made = _start_standby(bindir, pg_server_dsn, account)
-    source = "the test server"
-    if isinstance(made, str):
-        source = f"a dedicated primary (the test server refused: {made.splitlines()[-1]})"
-        warnings.warn(f"issue 15 standby: {source}", stacklevel=1)
-        primary = _dedicated_primary(bindir, account)
-        owned.append(primary)
-        primary_dsn = primary.dsn()
-        made = _start_standby(bindir, primary_dsn, account)
-        if isinstance(made, str):
-            primary.stop()
-            pytest.skip(f"issue 15 topology: pg_basebackup failed even locally: {made}")
-    owned.insert(0, made)
-    replica = Replica(primary=primary_dsn, standby=made, source=source, owned=owned)
     try:
-        yield replica
+        primary_dsn = pg_server_dsn
+        made = _start_standby(bindir, pg_server_dsn, account)
+        source = "the test server"
+        if isinstance(made, str):
+            source = f"a dedicated primary (the test server refused: {made.splitlines()[-1]})"
+            warnings.warn(f"issue 15 standby: {source}", stacklevel=1)
+            primary = _dedicated_primary(bindir, account)
+            owned.append(primary)
+            primary_dsn = primary.dsn()
+            made = _start_standby(bindir, primary_dsn, account)
+            if isinstance(made, str):
+                pytest.skip(f"issue 15 topology: pg_basebackup failed even locally: {made}")
+        owned.insert(0, made)
+        yield Replica(primary=primary_dsn, standby=made, source=source, owned=owned)
     finally:
         for cluster in owned:
             cluster.stop()
