@@ -17,6 +17,20 @@ import psycopg
 import pytest
 from psycopg import conninfo
 
+# Issue 15's production topologies (real PgBouncer, streaming standby, non-superuser owner):
+# the fixtures live in tests/topology.py and are registered here by importing them.
+from topology import (  # noqa: F401
+    owner,
+    pgbouncer_session,
+    pgbouncer_transaction,
+    pgbouncer_transaction_prepared,
+    replica,
+    replica_db,
+    session_pooled_dsn,
+    tx_pooled_dsn,
+    tx_prepared_pooled_dsn,
+)
+
 from jobtui.schema import migrate
 
 SCHEMA = "public"

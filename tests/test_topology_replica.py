@@ -1,0 +1,108 @@
+"""Issue 15 item 2: console, `stats` and `check` on a streaming hot standby.
+
+Reading works today; what is missing is saying so: a replica badge with the replication lag
+(console, `stats --json`, Prometheus), `check --max-replica-lag`, and write actions hidden
+with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+from test_cli_monitoring import parse_prometheus
+from test_cli_support import assert_ok, run_cli
+from topology import ReplicaDB, console_polled
+
+
+def _fill(db: ReplicaDB) -> None:
+    with psycopg.connect(db.primary_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, run_at) "
+            "SELECT 'mail', '{}', now() - interval '1 min' FROM generate_series(1, 5)"
+        )
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, run_at) VALUES ('mail', '{}', now() + interval '1 h')"
+        )
+    db.wait_replayed()
+
+
+def _numbers(value: Any, path: str = "") -> dict[str, float]:
+    """Every number in a JSON document by its dotted path."""
+    if isinstance(value, dict):
+        out: dict[str, float] = {}
+        for k, v in value.items():
+            out.update(_numbers(v, f"{path}.{k}" if path else str(k)))
+        return out
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {path: float(value)}
+    return {}
+
+
+def test_stats_and_check_read_the_standby(replica_db: ReplicaDB) -> None:
+    _fill(replica_db)
+    data = json.loads(assert_ok(run_cli("stats", "--json", dsn=replica_db.standby_dsn)))
+    assert data["totals"]["ready"] == 5
+    assert data["totals"]["scheduled"] == 1
+    out = assert_ok(run_cli("check", "--max-ready", "100", dsn=replica_db.standby_dsn))
+    assert out.startswith("JOBTUI OK")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: `stats --json` on a standby says nothing about being a replica or its lag",
+)
+def test_stats_json_on_the_standby_has_a_replica_badge_with_its_lag(replica_db: ReplicaDB) -> None:
+    _fill(replica_db)
+    standby = json.loads(assert_ok(run_cli("stats", "--json", dsn=replica_db.standby_dsn)))
+    lags = {k: v for k, v in _numbers(standby).items() if "replica" in k and "lag" in k}
+    assert lags and all(0 <= v < 60 for v in lags.values()), standby
+    primary = json.loads(assert_ok(run_cli("stats", "--json", dsn=replica_db.primary_dsn)))
+    assert not {k for k in _numbers(primary) if "replica" in k and "lag" in k}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: `stats --prometheus` has no replica/lag series",
+)
+def test_prometheus_on_the_standby_has_the_replication_lag(replica_db: ReplicaDB) -> None:
+    _fill(replica_db)
+    samples = parse_prometheus(
+        assert_ok(run_cli("stats", "--prometheus", dsn=replica_db.standby_dsn))
+    )
+    lags = {name: v for (name, _labels), v in samples.items() if "replica" in name or "lag" in name}
+    assert lags and all(0 <= v < 60 for v in lags.values()), sorted({n for n, _ in samples})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: `check --max-replica-lag` does not exist (argparse: unrecognized arguments)",
+)
+def test_check_max_replica_lag(replica_db: ReplicaDB) -> None:
+    _fill(replica_db)
+    proc = run_cli("check", "--max-replica-lag", "60s", dsn=replica_db.standby_dsn)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stdout.startswith("JOBTUI OK") and "lag" in proc.stdout.lower()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 15: on a standby the console goes read-only but gives the wrong reason "
+    "('read-only: the database role cannot write') and shows no replica badge or lag",
+)
+async def test_console_on_the_standby_is_read_only_and_says_why(replica_db: ReplicaDB) -> None:
+    from jobtui.console_config import ConsoleConfig
+    from jobtui.tui.app import JobtuiApp
+    from jobtui.tui.widgets.status import StatusBar
+
+    _fill(replica_db)
+    app = JobtuiApp(replica_db.standby_dsn, "public", config=ConsoleConfig(refresh_s=0.2))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await console_polled(app, pilot)
+        assert app.polls >= 2 and app.db_error is None
+        status = app.query_one(StatusBar).plain.lower()
+        said = status + " ".join(n.message.lower() for n in app._notifications)
+        assert app.read_only, status
+        assert "replica" in said or "standby" in said, said
