@@ -88,6 +88,22 @@ class KindLimit:
         if self.rate_period_s not in (1, 60):
             raise InvalidLimit(f"rate period must be 1 or 60 seconds, not {self.rate_period_s!r}")
 
+    @classmethod
+    def declared(
+        cls,
+        kind: str,
+        *,
+        concurrency: int | None = None,
+        per_worker: int | None = None,
+        rate: str | int | None = None,
+    ) -> KindLimit:
+        """What a handler declares, e.g. `@registry.handler("mail", concurrency=5,
+        rate="100/m")`; an int rate is per second."""
+        if rate is None or isinstance(rate, int):
+            return cls(kind, concurrency, per_worker, rate, 1)
+        n, period = parse_rate(rate)
+        return cls(kind, concurrency, per_worker, n, period)
+
     @property
     def limited(self) -> bool:
         return any(v is not None for v in (self.concurrency, self.per_worker, self.rate))

@@ -437,9 +437,7 @@ async def requeue_dead_keyed(
         requeued = sorted({r[0] for r in rows if r[1]})
         skipped = sorted({r[0] for r in rows if not r[1]} - set(requeued))
         extra = Jsonb({"skipped_key_taken": skipped}) if skipped else None
-        await _audit(
-            conn, schema, os_user, "requeue_dead", len(requeued), ids=wanted, filter=extra
-        )
+        await _audit(conn, schema, os_user, "requeue_dead", len(requeued), ids=wanted, filter=extra)
         if requeued:
             await _notify(conn, schema, "requeue")
     return RequeueOutcome(requeued, skipped)
@@ -502,7 +500,12 @@ async def run_schedule_now(
         if row is None:
             raise InvalidAction(f"no schedule named {name!r}")
         await _audit(
-            conn, schema, os_user, "run_schedule_now", 1, ids=[row[0]],
+            conn,
+            schema,
+            os_user,
+            "run_schedule_now",
+            1,
+            ids=[row[0]],
             filter=Jsonb({"schedule": name}),
         )
     return int(row[0])

@@ -72,6 +72,28 @@ class Schedule:
         except (cron.InvalidCron, InvalidJob) as exc:
             raise InvalidSchedule(f"schedule {self.name!r}: {exc}") from None
 
+    @classmethod
+    def periodic(
+        cls,
+        kind: str,
+        cron_expr: str,
+        *,
+        name: str | None = None,
+        payload: Any = None,
+        timezone: str = "UTC",
+        missed: str = "skip",
+    ) -> Schedule:
+        """What `@registry.periodic(cron, timezone=…)` on the handler of `kind` declares: a
+        schedule named after the kind (give `name` when one kind has several schedules)."""
+        return cls(
+            name=kind if name is None else name,
+            cron=cron_expr,
+            kind=kind,
+            payload={} if payload is None else payload,
+            timezone=timezone,
+            missed=missed,
+        )
+
     def row(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -213,8 +213,40 @@ async def test_overrides_are_audited_and_show_where_limits_came_from(
     ]
 
 
+def test_declarations() -> None:
+    assert KindLimit.declared("k", concurrency=5, rate="100/m") == KindLimit("k", 5, None, 100, 60)
+    assert KindLimit.declared("k", rate=7).rate_period_s == 1
+    assert not KindLimit("k").limited
+    with pytest.raises(InvalidLimit, match="per_worker"):
+        KindLimit("k", per_worker=0)
+
+
 def test_parse_rate() -> None:
     assert parse_rate("100/m") == (100, 60) and parse_rate(" 5 / s ") == (5, 1)
     for bad in ("100", "0/s", "5/h", "x/s"):
         with pytest.raises(InvalidLimit):
             parse_rate(bad)
+
+
+async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """With few kinds the planner once walked jobs_pending past the other kind's backlog."""
+    enqueue_many(conn, [{"kind": "bulk"} for _ in range(20_000)])
+    enqueue_many(conn, [{"kind": "slow"} for _ in range(20)])
+    conn.execute("ANALYZE jobs")
+    await sync_kind_limits(aconn, S, [KindLimit("slow", concurrency=5)])
+    async with aconn.transaction():
+        await aconn.execute(queries(S).limits_lock, {"kinds": ["slow"]})
+        cur = await aconn.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries(S).limits_claim,
+            {"kinds": ["slow"], "worker": "w", "want": 5},
+        )
+        plan = (await cur.fetchone())[0]
+
+    def nodes(node: dict) -> list[dict]:
+        return [node, *(n for child in node.get("Plans", []) for n in nodes(child))]
+
+    scans = [n for n in nodes(plan[0]["Plan"]) if n.get("Relation Name") == "jobs"]
+    assert all(n.get("Rows Removed by Filter", 0) < 100 for n in scans), scans
+    assert any(n.get("Index Name") == "jobs_pending_kind" for n in scans)

@@ -128,6 +128,11 @@ async def test_dst_transitions_in_berlin(
     assert _ticks(conn, "dst") == expected
 
 
+def test_periodic_declaration_is_named_after_its_kind() -> None:
+    schedule = Schedule.periodic("digest", "*/5 * * * *", timezone="Europe/Berlin")
+    assert (schedule.name, schedule.kind, schedule.payload) == ("digest", "digest", {})
+
+
 def test_cron_wrapper_refuses_bad_input() -> None:
     with pytest.raises(cron.InvalidCron, match="invalid cron"):
         cron.check("61 * * * *")

@@ -41,6 +41,10 @@ FOR UPDATE OF l SKIP LOCKED
 -- rows are counted in one pass over the small partial index of running jobs (whatever the
 -- backlog); ready rows are taken per kind in run_at order through jobs_pending_kind (priority
 -- does not reorder jobs within a limited kind: that needs an index every claim would pay for).
+-- The kind is matched as a range of one value (`>= k AND <= k`, the same rows as `= k`) and
+-- ordered by (kind, run_at): that is jobs_pending_kind's order. With `= room.kind` the planner
+-- took the kind as fixed, and with few kinds it walked jobs_pending in run_at order past every
+-- other kind's backlog (26–60 ms at 200 000 rows of one other kind, against 0.3 ms).
 -- Rows with id NULL carry, per rate-limited kind, the seconds until its next whole token.
 WITH lim AS MATERIALIZED (
   SELECT l.kind, l.concurrency, l.per_worker, l.rate, l.period_s,
@@ -68,9 +72,10 @@ WITH lim AS MATERIALIZED (
   CROSS JOIN LATERAL (
     SELECT x.id, x.priority, x.run_at
     FROM __schema__.jobs x
-    WHERE x.kind = room.kind AND x.finished_at IS NULL AND x.locked_at IS NULL
+    WHERE x.kind >= room.kind AND x.kind <= room.kind
+      AND x.finished_at IS NULL AND x.locked_at IS NULL
       AND x.run_at <= now() AND x.attempts < x.max_attempts
-    ORDER BY x.run_at
+    ORDER BY x.kind, x.run_at
     LIMIT room.n
     FOR UPDATE OF x SKIP LOCKED) c
   ORDER BY c.priority DESC, c.run_at, c.id
