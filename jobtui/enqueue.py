@@ -45,7 +45,8 @@ UNIQUE_TRIES = 10
 class Enqueued(int):
     """A job id (an int) that also tells whether this call created the job.
 
-    `created` is False when a unique key matched an existing job, whose id this is.
+    `created` is False when a unique key matched an existing job, whose id this is. It prints,
+    formats, compares, hashes and is sent to PostgreSQL exactly as the plain int id.
     """
 
     created: bool
@@ -54,9 +55,6 @@ class Enqueued(int):
         obj = super().__new__(cls, job_id)
         obj.created = created
         return obj
-
-    def __repr__(self) -> str:
-        return f"Enqueued({int(self)}, created={self.created})"
 
 
 class EnqueuedMany(int):

@@ -122,8 +122,9 @@ class LimitedRows(list[tuple[Any, ...]]):
     """Claimed rows (id, kind, payload text, attempts, max_attempts), like worker_claim's.
 
     `wait_s` maps each rate-limited kind that ran out of tokens to the seconds until its next
-    one (claim again then); `skipped` lists the kinds another worker was claiming at the time
-    (claim again soon: they may have room left).
+    one (claim again then). `skipped` lists the kinds asked for that were not looked at: another
+    worker was claiming them at that moment (claim again soon: they may have room left), or
+    they are paused or no longer limited (the fast claim takes those).
     """
 
     wait_s: dict[str, float]

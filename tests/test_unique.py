@@ -228,3 +228,8 @@ async def test_plain_requeue_never_violates_the_index(
     )
     enqueue(conn, "invoice", {}, unique_key="taken")
     assert await requeue_dead(aconn, "public", [7], actor=Actor("op@host")) == 1
+
+
+def test_the_result_prints_like_the_plain_id(conn: psycopg.Connection) -> None:
+    job = enqueue(conn, "k", {}, unique_key="p")
+    assert (str(job), repr(job), f"{job}") == (str(int(job)),) * 3
