@@ -250,3 +250,20 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
     scans = [n for n in nodes(plan[0]["Plan"]) if n.get("Relation Name") == "jobs"]
     assert all(n.get("Rows Removed by Filter", 0) < 100 for n in scans), scans
     assert any(n.get("Index Name") == "jobs_pending_kind" for n in scans)
+
+
+async def test_candidate_fast_claim_leaves_out_limited_and_paused_kinds_in_claim_order(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=9)])
+    conn.execute("INSERT INTO paused_kinds (kind, paused_by) VALUES ('paused', 'op')")
+    jobs = [{"kind": k, "priority": p} for k in ("a", "b", "lim", "paused") for p in (0, 5)]
+    enqueue_many(conn, jobs)
+    cur = await aconn.execute(
+        queries(S).limits_fast_claim_per_kind,
+        {"kinds": ["a", "b", "lim", "paused"], "worker": "w", "limit": 3},
+    )
+    assert len(await cur.fetchall()) == 3
+    # Both priority-5 rows first, then the oldest priority-0 row (same run_at: lowest id).
+    claimed = conn.execute("SELECT kind, priority FROM jobs WHERE locked_by = 'w'").fetchall()
+    assert sorted(claimed) == [("a", 0), ("a", 5), ("b", 5)]
