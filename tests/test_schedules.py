@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from jobtui import cron
+from jobtui import cron, enqueue
+from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
 from jobtui.ops import Actor, InvalidAction, pause_schedule, resume_schedule, run_schedule_now
 from jobtui.schedules import (
     InvalidSchedule,
@@ -17,6 +18,7 @@ from jobtui.schedules import (
     list_schedules,
     sync_schedules,
 )
+from jobtui.schema import migrate
 
 S = "public"
 T0 = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -186,3 +188,19 @@ async def test_sync_keeps_state_and_restarts_the_clock_when_cron_changes(
         "SELECT cron, paused_at IS NOT NULL, checked_until > %s FROM schedules", (past,)
     ).fetchone()
     assert row == ("*/5 * * * *", True, True)
+
+
+async def test_all_three_features_work_in_another_schema(
+    conn: psycopg.Connection, aconn: psycopg.AsyncConnection
+) -> None:
+    migrate(conn, "alt")
+    first = enqueue(conn, "k", {}, unique_key="u", schema="alt")
+    assert not enqueue(conn, "k", {}, unique_key="u", schema="alt").created
+    await sync_schedules(aconn, "alt", [Schedule("s", "* * * * *", "k")])
+    await aconn.execute("UPDATE alt.schedules SET checked_until = %s", (T0,))
+    [tick] = await enqueue_due_ticks(aconn, "alt", ["s"], T0 + timedelta(seconds=61))
+    await sync_kind_limits(aconn, "alt", [KindLimit("k", concurrency=1)])
+    rows = await claim_limited(aconn, "alt", "w", ["k"], 5)
+    assert len(rows) == 1 and rows[0][0] in (first, tick.job_id)
+    assert conn.execute("SELECT count(*) FROM alt.jobs").fetchone() == (2,)
+    assert conn.execute("SELECT count(*) FROM public.jobs").fetchone() == (0,)
