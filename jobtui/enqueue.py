@@ -4,24 +4,76 @@
 async) or a DSN. With a connection, the job commits or rolls back with the caller's work; with
 an async connection the call returns an awaitable. Idle workers are woken by one NOTIFY per
 call, delivered at commit.
+
+Unique jobs: with `unique_key="invoice:42"` there is at most one *unfinished* job per (kind,
+key), enforced by a partial unique index, so producers in separate transactions cannot both
+insert one: the second waits for the first to commit or roll back, then returns the existing
+job's id or inserts its own. `unique_window=timedelta(...)` also counts jobs of that key
+finished (succeeded or cancelled) within the window; an index cannot enforce a window, so those
+producers serialise on a transaction-scoped advisory lock per (kind, key) and check. Dead
+letters do not hold their key.
+
+`enqueue` returns an `Enqueued`: an int (the job id, so callers that use it as the id keep
+working) that also says whether this call `created` the job. An int subclass rather than a
+second function, so the one call site a producer has does not change and the answer to "which
+happened" travels with the id it describes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import psycopg
 
 from jobtui.config import resolve_schema
 from jobtui.db import connect
-from jobtui.sql import notify_channel, queries
+from jobtui.sql import Queries, notify_channel, queries
 
 DEFAULT_MAX_ATTEMPTS = 5
 MAX_KIND_CHARS = 200
+MAX_UNIQUE_KEY_BYTES = 1000  # well inside a btree entry's limit (about 2 700 bytes)
+# A keyed insert that finds neither an existing job nor room (a racing producer committed after
+# the statement's snapshot) is sent again; each retry sees that commit, so one is enough unless
+# the key keeps changing hands under it.
+UNIQUE_TRIES = 10
+
+
+class Enqueued(int):
+    """A job id (an int) that also tells whether this call created the job.
+
+    `created` is False when a unique key matched an existing job, whose id this is. It prints,
+    formats, compares, hashes and is sent to PostgreSQL exactly as the plain int id.
+    """
+
+    created: bool
+
+    def __new__(cls, job_id: int, created: bool = True) -> Enqueued:
+        obj = super().__new__(cls, job_id)
+        obj.created = created
+        return obj
+
+
+class EnqueuedMany(int):
+    """How many jobs `enqueue_many` wrote (an int, as before), and the ids of keyed jobs.
+
+    `ids` lines up with the jobs given: an `Enqueued` for each job that had a unique key (an
+    existing job's id, `created` False, when the key was taken, in the database or earlier in
+    the same batch), None for keyless jobs (they go by COPY, which returns no ids).
+    """
+
+    ids: list[Enqueued | None]
+
+    def __new__(cls, written: int, ids: list[Enqueued | None]) -> EnqueuedMany:
+        obj = super().__new__(cls, written)
+        obj.ids = ids
+        return obj
+
+
+T = TypeVar("T")
 
 
 class InvalidJob(ValueError):
@@ -38,6 +90,8 @@ class JobSpec:
     delay: timedelta | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     priority: int = 0
+    unique_key: str | None = None
+    unique_window: timedelta | None = None
 
     def validated(self) -> JobSpec:
         """This job, after checking every field; raises InvalidJob."""
@@ -63,6 +117,26 @@ class JobSpec:
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be timezone-aware")
         self._check_when()
+        self._check_unique()
+
+    def _check_unique(self) -> None:
+        key, window = self.unique_key, self.unique_window
+        if key is not None:
+            if not isinstance(key, str) or not key:
+                raise InvalidJob("unique_key must be a non-empty string")
+            if "\x00" in key:
+                raise InvalidJob("unique_key cannot contain a NUL character")
+            try:
+                size = len(key.encode("utf-8"))
+            except UnicodeEncodeError:
+                raise InvalidJob("unique_key is not valid Unicode (a lone surrogate)") from None
+            if size > MAX_UNIQUE_KEY_BYTES:
+                raise InvalidJob(f"unique_key is longer than {MAX_UNIQUE_KEY_BYTES} bytes")
+        if window is not None:
+            if key is None:
+                raise InvalidJob("unique_window needs a unique_key")
+            if not isinstance(window, timedelta) or window <= timedelta(0):
+                raise InvalidJob(f"unique_window must be a positive timedelta, not {window!r}")
 
     def _check_when(self) -> None:
         """Refuse a time after 9999-12-31: PostgreSQL stores it, but no client can read it."""
@@ -118,7 +192,18 @@ def _prepare(item: JobSpec | Mapping[str, Any]) -> Prepared:
 
 # One encoder for every payload: json.dumps with options builds a new one per call.
 _ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
-_FIELDS = frozenset({"kind", "payload", "run_at", "delay", "max_attempts", "priority"})
+_FIELDS = frozenset(
+    {
+        "kind",
+        "payload",
+        "run_at",
+        "delay",
+        "max_attempts",
+        "priority",
+        "unique_key",
+        "unique_window",
+    }
+)
 
 
 def _params(prepared: Prepared, channel: str) -> dict[str, Any]:
@@ -131,6 +216,8 @@ def _params(prepared: Prepared, channel: str) -> dict[str, Any]:
         "max_attempts": spec.max_attempts,
         "priority": spec.priority,
         "channel": channel,
+        "unique_key": spec.unique_key,
+        "window": spec.unique_window,
     }
 
 
@@ -143,34 +230,139 @@ Target = psycopg.Connection | psycopg.AsyncConnection | str
 @overload
 def enqueue(
     target: psycopg.AsyncConnection, kind: str, payload: Any = ..., **options: Any
-) -> Awaitable[int]: ...
+) -> Awaitable[Enqueued]: ...
 @overload
 def enqueue(
     target: psycopg.Connection | str, kind: str, payload: Any = ..., **options: Any
-) -> int: ...
+) -> Enqueued: ...
 def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> Any:
-    """Enqueue one job and return its id.
+    """Enqueue one job and return its id, an `Enqueued` (an int with `.created`).
 
     Options: `run_at` (aware datetime), `delay` (timedelta), `max_attempts` (≥ 1),
-    `priority` (higher runs first), `schema` (else JOBTUI_SCHEMA, else `public`).
+    `priority` (higher runs first), `unique_key` (at most one unfinished job per kind and key;
+    when one exists its id comes back with `created` False), `unique_window` (timedelta: also
+    count jobs of the key finished within it), `schema` (else JOBTUI_SCHEMA, else `public`).
     """
     schema = resolve_schema(options.pop("schema", None))
     prepared = _prepare({"kind": kind, "payload": {} if payload is None else payload, **options})
-    sql, params = queries(schema).enqueue, _params(prepared, notify_channel(schema))
-    if isinstance(target, psycopg.AsyncConnection):
-        return _enqueue_async(target, sql, params)
+    q = queries(schema)
+    params = _params(prepared, notify_channel(schema))
     if isinstance(target, str):
         with connect(target, autocommit=False) as conn:
             return enqueue(conn, kind, payload, schema=schema, **options)
-    row = target.execute(sql, params).fetchone()
+    steps = _unique_steps(q, prepared[0], params) if prepared[0].unique_key else None
+    if isinstance(target, psycopg.AsyncConnection):
+        if steps is not None:
+            return _run_async(target, steps, in_transaction=bool(prepared[0].unique_window))
+        return _enqueue_async(target, q.enqueue, params)
+    if steps is not None:
+        return _run_sync(target, steps, in_transaction=bool(prepared[0].unique_window))
+    row = target.execute(q.enqueue, params).fetchone()
     assert row is not None
-    return int(row[0])
+    return Enqueued(row[0])
 
 
-async def _enqueue_async(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> int:
+async def _enqueue_async(
+    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]
+) -> Enqueued:
     row = await (await conn.execute(sql, params)).fetchone()
     assert row is not None
-    return int(row[0])
+    return Enqueued(row[0])
+
+
+# The keyed paths are written once as a sequence of statements (a generator that yields each
+# statement and is sent its rows); _run_sync and _run_async drive it on either connection.
+Rows = list[tuple[Any, ...]]
+Steps = Generator[tuple[str, dict[str, Any]], Rows, T]
+
+
+class UniqueKeyContended(Exception):
+    """A unique key changed hands under every try (never seen in practice; retry the call)."""
+
+
+def _unique_steps(q: Queries, spec: JobSpec, params: dict[str, Any]) -> Steps[Enqueued]:
+    if spec.unique_window:
+        yield q.enqueue_unique_lock, {"kinds": [spec.kind], "keys": [spec.unique_key]}
+    for _ in range(UNIQUE_TRIES):
+        rows = yield q.enqueue_unique, params
+        if rows:
+            return Enqueued(rows[0][0], rows[0][1])
+    raise UniqueKeyContended(f"unique key {spec.unique_key!r} of {spec.kind!r} kept changing")
+
+
+def _unique_many_steps(
+    q: Queries, keyed: list[tuple[int, JobSpec, str]], now: datetime
+) -> Steps[dict[int, Enqueued]]:
+    """Insert keyed jobs (index in the batch, spec, payload text); {index: Enqueued}.
+
+    Within the batch the first job of each (kind, key) wins; later ones get its id with
+    `created` False, like a job that was already in the queue.
+    """
+    first: dict[tuple[str, str], tuple[int, JobSpec, str]] = {}
+    for item in keyed:
+        first.setdefault((item[1].kind, item[1].unique_key or ""), item)
+    if any(spec.unique_window for _, spec, _ in keyed):
+        yield (
+            q.enqueue_unique_lock,
+            {
+                "kinds": [k for k, _ in first],
+                "keys": [u for _, u in first],
+            },
+        )
+    found: dict[tuple[str, str], Enqueued] = {}
+    todo = list(first.values())
+    for _ in range(UNIQUE_TRIES):
+        rows = yield (
+            q.enqueue_unique_many,
+            {
+                "kinds": [s.kind for _, s, _ in todo],
+                "payloads": [text for _, _, text in todo],
+                "run_ats": [(s.run_at or now) + (s.delay or _ZERO) for _, s, _ in todo],
+                "max_attempts": [s.max_attempts for _, s, _ in todo],
+                "priorities": [s.priority for _, s, _ in todo],
+                "keys": [s.unique_key for _, s, _ in todo],
+                "windows": [s.unique_window for _, s, _ in todo],
+            },
+        )
+        for job_id, kind, key, created in rows:
+            found[(kind, key)] = Enqueued(job_id, created)
+        todo = [item for item in todo if (item[1].kind, item[1].unique_key) not in found]
+        if not todo:
+            break
+    else:
+        raise UniqueKeyContended(f"{len(todo)} unique key(s) kept changing hands")
+    result = {}
+    for index, spec, _ in keyed:
+        hit = found[(spec.kind, spec.unique_key or "")]
+        won = first[(spec.kind, spec.unique_key or "")][0] == index
+        result[index] = hit if won else Enqueued(hit, created=False)
+    return result
+
+
+def _run_sync(conn: psycopg.Connection, steps: Steps[T], *, in_transaction: bool = False) -> T:
+    if in_transaction:
+        with conn.transaction():
+            return _run_sync(conn, steps)
+    try:
+        sql, params = next(steps)
+        while True:
+            sql, params = steps.send(conn.execute(sql, params).fetchall())
+    except StopIteration as done:
+        return done.value
+
+
+async def _run_async(
+    conn: psycopg.AsyncConnection, steps: Steps[T], *, in_transaction: bool = False
+) -> T:
+    if in_transaction:
+        async with conn.transaction():
+            return await _run_async(conn, steps)
+    try:
+        sql, params = next(steps)
+        while True:
+            sql, params = steps.send(await (await conn.execute(sql, params)).fetchall())
+    except StopIteration as done:
+        return done.value
 
 
 Progress = Callable[[int], None]
@@ -183,7 +375,7 @@ def enqueue_many(
     *,
     schema: str | None = ...,
     on_progress: Progress | None = ...,
-) -> Awaitable[int]: ...
+) -> Awaitable[EnqueuedMany]: ...
 @overload
 def enqueue_many(
     target: psycopg.Connection | str,
@@ -191,7 +383,7 @@ def enqueue_many(
     *,
     schema: str | None = ...,
     on_progress: Progress | None = ...,
-) -> int: ...
+) -> EnqueuedMany: ...
 def enqueue_many(
     target: Target,
     jobs: Iterable[JobSpec | Mapping[str, Any]],
@@ -199,57 +391,92 @@ def enqueue_many(
     schema: str | None = None,
     on_progress: Progress | None = None,
 ) -> Any:
-    """Enqueue many jobs with one COPY and one NOTIFY; return how many were written.
+    """Enqueue many jobs in one transaction with one NOTIFY; return how many were written.
 
-    Every job is validated before the first row is sent, so a bad one writes nothing.
-    `on_progress(n)` is called with the running count every 1 000 rows.
+    Keyless jobs go by one COPY (the fast path, unchanged). Jobs with a `unique_key` go by
+    INSERT … ON CONFLICT (COPY cannot skip a taken key); within the batch the first job of a
+    (kind, key) wins and the later ones get its id. The result is an `EnqueuedMany`: the count
+    written, with `.ids` for the keyed jobs. Every job is validated before the first row is
+    sent, so a bad one writes nothing. `on_progress(n)` is called with the running count every
+    1 000 COPY rows and once at the end.
     """
     schema = resolve_schema(schema)
     specs = [_prepare(item) for item in jobs]
     if isinstance(target, psycopg.AsyncConnection):
-        return _enqueue_many_async(target, specs, schema, on_progress)
+        return _enqueue_many_async(target, _Batch(specs, schema), on_progress)
     if isinstance(target, str):
         with connect(target, autocommit=False) as conn:
-            return _enqueue_many_sync(conn, specs, schema, on_progress)
-    return _enqueue_many_sync(target, specs, schema, on_progress)
+            return _enqueue_many_sync(conn, _Batch(specs, schema), on_progress)
+    return _enqueue_many_sync(target, _Batch(specs, schema), on_progress)
+
+
+class _Batch:
+    """One enqueue_many call split into its COPY part (keyless) and its keyed part."""
+
+    def __init__(self, specs: list[Prepared], schema: str) -> None:
+        self.q = queries(schema)
+        self.channel = notify_channel(schema)
+        self.size = len(specs)
+        self.keyed = [(i, spec, text) for i, (spec, text) in enumerate(specs) if spec.unique_key]
+        self.copied = [p for p in specs if not p[0].unique_key] if self.keyed else specs
+
+    def notify_params(self) -> dict[str, str]:
+        return {"channel": self.channel, "message": "bulk"}
+
+    def result(self, found: dict[int, Enqueued]) -> EnqueuedMany:
+        ids: list[Enqueued | None] = [None] * self.size
+        for index, job_id in found.items():
+            ids[index] = job_id
+        created = sum(1 for job_id in found.values() if job_id.created)
+        return EnqueuedMany(len(self.copied) + created, ids)
 
 
 def _enqueue_many_sync(
-    conn: psycopg.Connection, specs: list[Prepared], schema: str, on_progress: Progress | None
-) -> int:
-    q = queries(schema)
+    conn: psycopg.Connection, batch: _Batch, on_progress: Progress | None
+) -> EnqueuedMany:
+    q = batch.q
+    found: dict[int, Enqueued] = {}
     with conn.transaction():
         now_row = conn.execute(q.transaction_now).fetchone()
         assert now_row is not None
-        with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
-            for done, chunk in _copy_chunks(specs, now_row[0]):
-                copy.write(chunk)
-                if on_progress:
-                    on_progress(done)
-        if specs:
-            conn.execute(q.notify, {"channel": notify_channel(schema), "message": "bulk"})
+        if batch.copied:
+            with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
+                for done, chunk in _copy_chunks(batch.copied, now_row[0]):
+                    copy.write(chunk)
+                    if on_progress:
+                        on_progress(done)
+        if batch.keyed:
+            found = _run_sync(conn, _unique_many_steps(q, batch.keyed, now_row[0]))
+        result = batch.result(found)
+        if result:
+            conn.execute(q.notify, batch.notify_params())
     if on_progress:
-        on_progress(len(specs))
-    return len(specs)
+        on_progress(batch.size)
+    return result
 
 
 async def _enqueue_many_async(
-    conn: psycopg.AsyncConnection, specs: list[Prepared], schema: str, on_progress: Progress | None
-) -> int:
-    q = queries(schema)
+    conn: psycopg.AsyncConnection, batch: _Batch, on_progress: Progress | None
+) -> EnqueuedMany:
+    q = batch.q
+    found: dict[int, Enqueued] = {}
     async with conn.transaction():
         now_row = await (await conn.execute(q.transaction_now)).fetchone()
         assert now_row is not None
-        async with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
-            for done, chunk in _copy_chunks(specs, now_row[0]):
-                await copy.write(chunk)
-                if on_progress:
-                    on_progress(done)
-        if specs:
-            await conn.execute(q.notify, {"channel": notify_channel(schema), "message": "bulk"})
+        if batch.copied:
+            async with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
+                for done, chunk in _copy_chunks(batch.copied, now_row[0]):
+                    await copy.write(chunk)
+                    if on_progress:
+                        on_progress(done)
+        if batch.keyed:
+            found = await _run_async(conn, _unique_many_steps(q, batch.keyed, now_row[0]))
+        result = batch.result(found)
+        if result:
+            await conn.execute(q.notify, batch.notify_params())
     if on_progress:
-        on_progress(len(specs))
-    return len(specs)
+        on_progress(batch.size)
+    return result
 
 
 COPY_CHUNK_ROWS = 1000
@@ -258,10 +485,7 @@ COPY_CHUNK_ROWS = 1000
 def _copy_text(value: str) -> str:
     """A value escaped for COPY's text format."""
     return (
-        value.replace("\\", "\\\\")
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
+        value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     )
 
 

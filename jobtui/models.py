@@ -177,3 +177,56 @@ class Snapshot:
     history: list[HistoryPoint]
     workers: list[WorkerRow]
     paused: frozenset[str]
+
+
+@dataclass(frozen=True)
+class RequeueOutcome:
+    """What a requeue of keyed dead letters did: requeued ids, and ids left in dead letters
+    because an unfinished job holds their unique key."""
+
+    requeued: list[int]
+    skipped: list[int]
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One periodic job as the CLI and the console list it."""
+
+    name: str
+    cron: str
+    timezone: str
+    kind: str
+    payload: Any
+    missed: str  # "skip" or "latest"
+    paused_at: datetime | None
+    paused_by: str | None
+    next_tick: datetime | None  # None while paused or before a worker first looked at it
+    last_tick: datetime | None
+    last_job_id: int | None
+    last_enqueued_at: datetime | None
+    last_state: str | None  # a JOB_STATES value, "dead", or None once that job was pruned
+
+
+@dataclass(frozen=True)
+class KindLimitRow:
+    """One kind's limits as the CLI and the console show them: effective values, and where
+    they came from (declared on the handler, or overridden by an operator: who and when)."""
+
+    kind: str
+    concurrency: int | None
+    per_worker: int | None
+    rate: int | None
+    period_s: int  # 1 or 60
+    limited: bool
+    overridden: bool
+    declared_concurrency: int | None
+    declared_per_worker: int | None
+    declared_rate: int | None
+    declared_period_s: int
+    declared_at: datetime | None
+    override_concurrency: int | None
+    override_per_worker: int | None
+    override_rate: int | None
+    override_period_s: int
+    overridden_by: str | None
+    overridden_at: datetime | None

@@ -410,3 +410,147 @@ async def prune_finished(
         if on_progress:
             on_progress(total)
     return total
+
+
+# ------------------------------------------------ issue 13: unique jobs, schedules, limits
+# Appended as one block (this file is shared with other work in flight); its imports move to
+# the top when the branches meet.
+from jobtui.limits import InvalidLimit, KindLimit  # noqa: E402
+from jobtui.models import RequeueOutcome  # noqa: E402
+
+
+async def requeue_dead_keyed(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
+) -> RequeueOutcome:
+    """Requeue these dead letters with their unique keys; a dead letter whose key is held by
+    an unfinished job stays in dead letters and is reported as skipped (and in the audit row).
+
+    Meant to replace `requeue_dead` once the worker copies keys into dead letters.
+    """
+    wanted = ids_list(ids)
+    os_user = _actor(actor)
+    if not wanted:
+        return RequeueOutcome([], [])
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, "unique_requeue_dead_ids"), {"ids": wanted})
+        rows = await cur.fetchall()
+        requeued = sorted({r[0] for r in rows if r[1]})
+        skipped = sorted({r[0] for r in rows if not r[1]} - set(requeued))
+        extra = Jsonb({"skipped_key_taken": skipped}) if skipped else None
+        await _audit(conn, schema, os_user, "requeue_dead", len(requeued), ids=wanted, filter=extra)
+        if requeued:
+            await _notify(conn, schema, "requeue")
+    return RequeueOutcome(requeued, skipped)
+
+
+def _schedule_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip() or "\x00" in name:
+        raise InvalidAction("schedule name must be a non-empty string")
+    return name
+
+
+async def _schedule_flip(
+    conn: psycopg.AsyncConnection, schema: str, name: str, actor: Actor, action: str
+) -> int:
+    """Pause or resume a schedule; 1 if it changed, 0 if it already was; unknown: InvalidAction."""
+    name = _schedule_name(name)
+    os_user = _actor(actor)
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, f"ops_{action}"), {"name": name, "os_user": os_user})
+        n = len(await cur.fetchall())
+        if not n:
+            await cur.execute(statement(schema, "ops_schedule_exists"), {"name": name})
+            if await cur.fetchone() is None:
+                raise InvalidAction(f"no schedule named {name!r}")
+        await _audit(conn, schema, os_user, action, n, filter=Jsonb({"schedule": name}))
+        if n and action == "resume_schedule":
+            await _notify(conn, schema, "resume")
+    return n
+
+
+async def pause_schedule(
+    conn: psycopg.AsyncConnection, schema: str, name: str, *, actor: Actor
+) -> int:
+    """Stop enqueueing ticks of schedule `name`; 1 if newly paused, 0 if it already was."""
+    return await _schedule_flip(conn, schema, name, actor, "pause_schedule")
+
+
+async def resume_schedule(
+    conn: psycopg.AsyncConnection, schema: str, name: str, *, actor: Actor
+) -> int:
+    """Enqueue ticks of `name` again from now on (ticks that fell while paused are not run)."""
+    return await _schedule_flip(conn, schema, name, actor, "resume_schedule")
+
+
+async def run_schedule_now(
+    conn: psycopg.AsyncConnection, schema: str, name: str, *, actor: Actor
+) -> int:
+    """Enqueue one job of schedule `name` now (paused or not); returns its id.
+
+    Recorded as a manual tick, so the schedule's own ticks are unaffected.
+    """
+    name = _schedule_name(name)
+    os_user = _actor(actor)
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(
+            statement(schema, "ops_run_schedule_now"),
+            {"name": name, "os_user": os_user, "channel": notify_channel(schema)},
+        )
+        row = await cur.fetchone()
+        if row is None:
+            raise InvalidAction(f"no schedule named {name!r}")
+        await _audit(
+            conn,
+            schema,
+            os_user,
+            "run_schedule_now",
+            1,
+            ids=[row[0]],
+            filter=Jsonb({"schedule": name}),
+        )
+    return int(row[0])
+
+
+async def set_kind_limits(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    kind: str,
+    *,
+    concurrency: int | None = None,
+    per_worker: int | None = None,
+    rate: int | None = None,
+    rate_period_s: int = 1,
+    actor: Actor,
+) -> int:
+    """Override the limits of `kind` as a whole (None lifts that limit, even a declared one)
+    until `clear_kind_limits`; applies from the next claim. Returns 1."""
+    kind = _kind(kind)
+    os_user = _actor(actor)
+    try:
+        limit = KindLimit(kind, concurrency, per_worker, rate, rate_period_s)
+    except InvalidLimit as exc:
+        raise InvalidAction(str(exc)) from None
+    values = limit.row()
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_set_kind_limits"), {**values, "os_user": os_user})
+        n = len(await cur.fetchall())
+        await _audit(conn, schema, os_user, "set_kind_limits", n, filter=Jsonb(values))
+        await _notify(conn, schema, "limits")
+    return n
+
+
+async def clear_kind_limits(
+    conn: psycopg.AsyncConnection, schema: str, kind: str, *, actor: Actor
+) -> int:
+    """Drop the operator's override of `kind`: its declared limits apply again; 1 or 0."""
+    kind = _kind(kind)
+    os_user = _actor(actor)
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(
+            statement(schema, "ops_clear_kind_limits"), {"kind": kind, "os_user": os_user}
+        )
+        n = len(await cur.fetchall())
+        await _audit(conn, schema, os_user, "clear_kind_limits", n, filter=Jsonb({"kind": kind}))
+        if n:
+            await _notify(conn, schema, "limits")
+    return n
