@@ -33,6 +33,7 @@ bench: install
 
 chaos: install
 	$(PY) tests/chaos/run.py
+	$(PY) tests/chaos/hetero.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
