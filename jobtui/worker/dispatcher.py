@@ -51,6 +51,7 @@ class Dispatcher:
         links: list[Link],
         flusher: Flusher,
         on_slow_claim: Callable[[], None],
+        on_claimed: Callable[[float], None] = lambda started: None,
     ) -> None:
         self.worker_id = worker_id
         self.settings = settings
@@ -60,6 +61,7 @@ class Dispatcher:
         self.links = links
         self.flusher = flusher
         self.on_slow_claim = on_slow_claim
+        self.on_claimed = on_claimed
         self.running: dict[tuple[int, int], Running] = {}
         self.threads = Threads(self.poke)
         self.executor: ThreadPoolExecutor | None = None
@@ -176,6 +178,7 @@ class Dispatcher:
             self._more = len(rows) == n or self._pokes != pokes
         if rows:
             self._start(rows)
+            self.on_claimed(t0)
 
     async def _release_orphans_after_failure(self, link: Link) -> None:
         try:

@@ -49,6 +49,19 @@ class Liveness:
         self.interval = interval
         self.row = row  # the worker's `workers` row as heartbeat parameters
         self.check_jobs = asyncio.Event()
+        self._cancel_noted = 0.0  # monotonic time of the last 'cancel' NOTIFY
+
+    def note_cancel(self) -> None:
+        """A cancel committed somewhere: check this worker's jobs now."""
+        self._cancel_noted = time.monotonic()
+        self.check_jobs.set()
+
+    def claimed(self, claim_started: float) -> None:
+        """A claim that began at `claim_started` returned jobs. A cancel NOTIFY since then may
+        be for one of them (the claim skips only cancels committed before its snapshot), and
+        the check it caused ran before they were known: check again."""
+        if self._cancel_noted >= claim_started:
+            self.check_jobs.set()
 
     async def beat(self) -> None:
         """One heartbeat; it also tells the statistics what time the server says it is."""

@@ -163,6 +163,7 @@ class Worker:
         self._liveness = Liveness(
             self._db, live_link, d, self._flusher.stats, s.heartbeat_interval, self._row
         )
+        d.on_claimed = self._liveness.claimed
         self._housekeeper = Housekeeper(self._db, house_link, s, d, self._flusher.stats)
         try:
             await acheck_schema(await live_link.connection(), self.schema)
@@ -196,7 +197,7 @@ class Worker:
                     notify_channel(self.schema),
                     self.id,
                     d.poke,
-                    self._liveness.check_jobs.set,
+                    self._liveness.note_cancel,
                 ),
                 name="jobtui-listen",
             ),

@@ -48,6 +48,7 @@ from jobtui.schema import migrate
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import hetero_app  # noqa: E402
+from run import _connect  # noqa: E402
 
 # (heartbeat interval, heartbeat timeout) of successive workers: a rolling deploy changes them.
 SETTINGS = [(0.2, 1.5), (1.0, 6.0), (0.5, 3.0), (2.0, 10.0)]
@@ -63,17 +64,6 @@ END $$;
 CREATE TRIGGER chaos_beat AFTER INSERT OR UPDATE ON workers
   FOR EACH ROW EXECUTE FUNCTION chaos_beat();
 """
-
-
-def _connect(dsn: str) -> psycopg.Connection:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return psycopg.connect(dsn, autocommit=True, connect_timeout=3)
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 class Fleet:

@@ -16,17 +16,15 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import threading
 import time
 from typing import Any
 
-import psycopg
+from chaos_app import _write  # the ledger writer that rides out a database restart
 
 from jobtui.registry import Registry
 from jobtui.worker import current_job
 
 registry = Registry()
-_local = threading.local()
 FAIL_RATE = float(os.environ.get("CHAOS_FAIL_RATE", "0.2"))
 MAX_SLEEP_S = float(os.environ.get("CHAOS_MAX_SLEEP", "0.1"))
 LIMITS = {"h_plain": 3, "h_async": 4, "h_overrun": 3, "h_stubborn": 2}  # effective
@@ -44,28 +42,6 @@ CREATE TABLE hetero_ledger (
   started_at timestamptz not null default clock_timestamp(),
   ended_at   timestamptz
 )"""
-
-
-def _ledger() -> psycopg.Connection:
-    conn = getattr(_local, "conn", None)
-    if conn is None or conn.closed:
-        conn = psycopg.connect(os.environ["CHAOS_DSN"], autocommit=True, connect_timeout=3)
-        _local.conn = conn
-    return conn
-
-
-def _write(sql: str, params: tuple[Any, ...]) -> int:
-    """Write to the ledger, retrying through a database restart for up to 30 s."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            row = _ledger().execute(sql, params).fetchone()
-            return int(row[0]) if row else 0
-        except psycopg.OperationalError:
-            _local.conn = None
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def start(job_id: int, attempt: int, kind: str, worker: str) -> int:
