@@ -31,6 +31,10 @@ OPERATOR = Actor("operator@test")
 README = Path(__file__).parent.parent / "README.md"
 
 
+async def _equals(value: Any, expected: Any) -> bool:
+    return await value == expected
+
+
 async def job_row(aconn: psycopg.AsyncConnection, job_id: int) -> tuple[Any, ...]:
     rows = await fetchall(
         aconn,
@@ -310,6 +314,41 @@ async def test_an_outcome_the_database_refuses_is_set_aside_and_the_others_are_w
     failed = [m for m in messages if "event=outcome_write_failed" in m]
     assert len(failed) == 1 and "duplicate key" in failed[0], failed
     assert not any("unreachable" in m or "final_flush_failed" in m for m in messages)
+
+
+async def test_a_job_row_locked_by_another_session_delays_only_its_own_outcome(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """An operator's open transaction holds one running job's row: the others' outcomes must
+    be written meanwhile, and that one once the lock is gone."""
+    reg = Registry()
+    started = asyncio.Event()
+
+    @reg.handler("k")
+    async def k(payload: Any) -> None:
+        if payload["held"]:
+            started.set()
+        await asyncio.sleep(payload["delay"])
+
+    held = await enqueue(aconn, "k", {"held": True, "delay": 0.3})
+    others = [await enqueue(aconn, "k", {"held": False, "delay": 0.6}) for _ in range(4)]
+    finished = "SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL AND id = ANY(%s)"
+    async with running_worker(dsn, reg) as worker:
+        await asyncio.wait_for(started.wait(), 10)
+        async with await psycopg.AsyncConnection.connect(dsn) as operator:
+            await operator.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", (held,))
+            await wait_until(
+                lambda: _equals(fetchval(aconn, finished, (others,)), 4),
+                timeout=8,
+                what="the other jobs' outcomes while one row is held",
+            )
+            assert await fetchval(aconn, finished, ([held],)) == 0
+            await operator.rollback()
+        await wait_until(
+            lambda: fetchval(aconn, finished, ([held],)), timeout=10, what="the held job"
+        )
+        assert worker.running_count == 0
+    assert await fetchval(aconn, "SELECT count(*) FROM jobs WHERE attempts <> 1") == 0
 
 
 # ------------------------------------- 5. an overrunning plain handler keeps its slot

@@ -32,11 +32,12 @@ from jobtui.db import acheck_schema, describe_error
 from jobtui.registry import HandlerSpec, Registry
 from jobtui.sql import notify_channel
 from jobtui.worker.dispatcher import Dispatcher
-from jobtui.worker.flusher import Flusher
+from jobtui.worker.flusher import FLUSH_LOCK_TIMEOUT_S, Flusher
 from jobtui.worker.housekeeper import Housekeeper
 from jobtui.worker.link import Link
 from jobtui.worker.listener import listen
 from jobtui.worker.liveness import Liveness
+from jobtui.worker.outcomes import short_ids
 from jobtui.worker.settings import WorkerSettings
 from jobtui.worker.statements import WorkerDB
 
@@ -145,7 +146,9 @@ class Worker:
         claim_links = [Link(self.dsn, "claim", statement_timeout=work)]
         if s.concurrency > 1:
             claim_links.append(Link(self.dsn, "claim 2", statement_timeout=work))
-        flush_link = Link(self.dsn, "flush", statement_timeout=work)
+        flush_link = Link(
+            self.dsn, "flush", statement_timeout=work, lock_timeout=FLUSH_LOCK_TIMEOUT_S
+        )
         beat = max(0.2, s.heartbeat_timeout / 3)
         live_link = Link(self.dsn, "liveness", statement_timeout=beat, lock_timeout=beat)
         house_link = Link(
@@ -276,13 +279,20 @@ class Worker:
             async with asyncio.timeout(FINAL_WRITES_S):
                 for attempt in range(FINAL_FLUSH_TRIES):
                     try:
-                        if f.outcomes:
-                            await f.write_outcomes()
+                        if f.has_pending():
+                            await f.write_outcomes(held_back_too=True)
                         await f.write_stats()
                         # An async handler that swallows its cancellation is still "running":
                         # give its job back rather than leave it locked by a worker that is gone.
                         await d.release_orphans(f.link, abandoned=True)
                         await self._db.unregister(f.link)
+                        if f.has_pending():
+                            log.warning(
+                                "worker=%s event=outcomes_unwritten ids=%s reason=rows held by "
+                                "another session; they will be rescued and run again",
+                                self.id,
+                                short_ids(f.pending_ids()),
+                            )
                         return
                     except psycopg.Error as exc:
                         error = exc
