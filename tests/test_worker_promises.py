@@ -102,12 +102,13 @@ async def test_a_cancel_committed_while_a_failing_attempt_ends_wins_over_the_ret
     def stubborn(payload: Any) -> None:
         runs.append(current_job().attempt)
         started.set()
-        time.sleep(0.6)
+        time.sleep(0.8)
         raise RuntimeError("failed anyway")
 
     job_id = await enqueue(aconn, "stubborn", {})
     async with running_worker(dsn, reg, heartbeat_interval=20.0, heartbeat_timeout=60.0):
         await wait_until(started.is_set, what="the handler to start")
+        await asyncio.sleep(0.2)  # the worker's own start-up checks of its jobs are over
         # What ops_cancel_ids commits for a running job, without the NOTIFY that follows it.
         await aconn.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (job_id,))
         await wait_until(

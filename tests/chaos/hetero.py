@@ -390,7 +390,7 @@ async def _main(args: argparse.Namespace) -> int:
             if t >= next_kill:
                 fleet.kill_one(now())
                 next_kill = t + args.kill_every
-                if not restarted and len(fleet.killed) == 2:
+                if not restarted and t - t0 > 10.0:  # after the long transaction ends
                     print("hetero chaos: restarting PostgreSQL", flush=True)
                     await asyncio.to_thread(server.restart, down_for=1.0)
                     restarted = True
