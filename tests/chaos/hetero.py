@@ -117,10 +117,14 @@ class Fleet:
 
 def _hold_locks(dsn: str, stop: threading.Event, log: list[str]) -> list[threading.Thread]:
     """A long open transaction, a CREATE INDEX CONCURRENTLY (which waits for it, holding
-    SHARE UPDATE EXCLUSIVE on jobs all that time) and VACUUMs, in threads."""
+    SHARE UPDATE EXCLUSIVE on jobs all that time, so every ANALYZE is blocked) and VACUUMs,
+    in threads."""
 
     def long_transaction() -> None:
         with psycopg.connect(dsn, connect_timeout=3) as conn:
+            # REPEATABLE READ keeps its snapshot: VACUUM cannot clean behind it, and the
+            # CREATE INDEX CONCURRENTLY below waits for it (holding its lock all that time).
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             conn.execute("SELECT count(*) FROM jobs").fetchone()
             log.append("long transaction open")
             stop.wait(8.0)
