@@ -77,6 +77,7 @@ class Fleet:
         self.settings = itertools.cycle(SETTINGS)
         self.killed: dict[int, datetime] = {}
         self.terminated: dict[int, datetime] = {}
+        self.stopped = False
 
     def start(self) -> None:
         beat, timeout = next(self.settings)
@@ -103,6 +104,9 @@ class Fleet:
         self.start()
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         for p in self.procs + self.stopping:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -318,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 async def _main(args: argparse.Namespace) -> int:
     root = Path(tempfile.mkdtemp(prefix="jobtui-hetero-"))
     server = start_embedded(root / "pg")
+    fleet: Fleet | None = None
     try:
         with psycopg.connect(server.dsn, autocommit=True) as admin:
             admin.execute("CREATE DATABASE chaos")
@@ -432,6 +437,8 @@ async def _main(args: argparse.Namespace) -> int:
             print(f"hetero chaos: worker logs in {root / 'workers.log'}", flush=True)
         return 0 if ok else 1
     finally:
+        if fleet is not None:
+            fleet.stop()  # also when the run itself fails: no worker outlives it
         server.stop()
 
 
