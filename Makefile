@@ -49,6 +49,7 @@ bench-console: install
 
 chaos: install
 	$(PY) tests/chaos/run.py
+	$(PY) tests/chaos/hetero.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

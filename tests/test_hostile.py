@@ -807,7 +807,7 @@ async def test_a_handler_raising_a_10mb_message_stores_its_head_and_the_tracebac
 ) -> None:
     """The message keeps its head (the exception type groups failures), the traceback its
     tail (where the error is); both bounded, the worker unharmed."""
-    from jobtui.worker_outcomes import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
+    from jobtui.worker.outcomes import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 
     reg = Registry()
 

@@ -758,9 +758,9 @@ async def test_a_slow_full_claim_makes_the_worker_refresh_the_statistics(
 ) -> None:
     """Stale statistics (a batch scheduled for one moment has come due) make the planner sort
     the whole backlog on every claim; a slow full claim triggers ANALYZE of jobs."""
-    import jobtui.worker as worker_module
+    import jobtui.worker.dispatcher as dispatcher_module
 
-    monkeypatch.setattr(worker_module, "SLOW_CLAIM_S", 0.0)  # every full claim counts as slow
+    monkeypatch.setattr(dispatcher_module, "SLOW_CLAIM_S", 0.0)  # every full claim counts as slow
     reg = Registry()
 
     @reg.handler("noop")
@@ -824,8 +824,9 @@ async def test_outcome_writes_find_their_rows_by_id_whatever_the_statistics_say(
     writes that end attempts must still go by id, not scan the table (40 ms per 200 jobs at
     20 000 rows, growing with the table, was seen in the drain benchmark)."""
     from jobtui.sql import queries
-    from jobtui.worker_db import WorkerDB
-    from jobtui.worker_outcomes import Outcomes
+    from jobtui.worker.flusher import GROUPS
+    from jobtui.worker.outcomes import Outcomes
+    from jobtui.worker.statements import WorkerDB
 
     await aconn.execute(
         "INSERT INTO jobs (kind, payload) SELECT 'k', '{}' FROM generate_series(1, 20000)"
@@ -838,8 +839,8 @@ async def test_outcome_writes_find_their_rows_by_id_whatever_the_statistics_say(
         done=[(i, 1) for i in range(1, 501)],
         cancelled=[(i, 1) for i in range(1001, 1501)],
         released=[(i, 1) for i in range(2001, 2501)],
-        retry=[(i, 1, 1.5, "E: x", None, 3) for i in range(3001, 3501)],
-        bury=[(i, 1, "E: y", "tb", None) for i in range(4001, 4501)],
+        retry=[(i, 1, 1.5, "E: x", None) for i in range(3001, 3501)],
+        bury=[(i, 1, "E: y", "tb") for i in range(4001, 4501)],
     )
     # The parameters worker_db sends, captured from a link that explains instead of running.
     plans: dict[str, str] = {}
@@ -855,7 +856,8 @@ async def test_outcome_writes_find_their_rows_by_id_whatever_the_statistics_say(
             plans[name] = "\n".join(r[0] for r in await cur.fetchall())
             return []
 
-    await db.write_outcomes(Explaining(), batch)  # type: ignore[arg-type]
+    for group in GROUPS:
+        await db.write_group(Explaining(), group, getattr(batch, group))  # type: ignore[arg-type]
     assert set(plans) == {"complete", "cancelled", "release", "retry", "bury"}
     for name, plan in plans.items():
         assert "Seq Scan on jobs" not in plan, f"worker_{name}:\n{plan}"

@@ -104,7 +104,7 @@ def test_load_registry_by_module_and_by_attribute(on_path: Path) -> None:
     )
     assert load_registry("wapp_ok").kinds() == ["a"]
     assert load_registry("wapp_ok:other").kinds() == ["b"]
-    assert load_registry("apps.basic").kinds() == ["quick", "sleepy"]
+    assert load_registry("apps.basic").kinds() == ["once", "quick", "sleepy"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
--- Statements of the bundled worker (jobtui/worker.py). Every write that ends a job re-checks
+-- Statements of the bundled worker (jobtui/worker/). Every write that ends a job re-checks
 -- that this worker still holds the same attempt (`locked_by = me AND attempts = claimed`), so
 -- a job rescued from under a worker is never completed twice.
 -- Batch writes find their rows by `j.id = ANY(ids)` (an index scan by id, whatever the
@@ -15,21 +15,28 @@
 -- the UPDATE then finds the rows by primary key. Paused kinds are removed from the kinds list
 -- rather than filtered per row: a `kind <> ALL(…)` filter is estimated to keep almost no rows
 -- when there are few kinds, and the planner then sorts every pending row instead.
--- The payload comes back as text and is decoded job by job (worker_db.decode_payload): one
+-- The attempt limit is the effective one (the handler's `max_attempts` from `%(limits)s`, a
+-- {kind: limit} object, else the row's), and the claim writes it into the row, so retry,
+-- rescue and the sweep all read the same limit afterwards. A row with a cancel request is
+-- never claimed (a cancel wins over every path back to running).
+-- The payload comes back as text and is decoded job by job (statements.decode_payload): one
 -- payload Python cannot decode (nested too deeply) must fail its own job, not the whole batch.
 UPDATE __schema__.jobs j
-SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1
+SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
+    max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
 WHERE j.id = ANY(ARRAY(
     SELECT x.id
     FROM __schema__.jobs x
     WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-      AND x.attempts < x.max_attempts
+      AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+      AND NOT x.cancel_requested
       AND x.kind = ANY(ARRAY(SELECT unnest(%(kinds)s::text[])
                              EXCEPT SELECT p.kind FROM __schema__.paused_kinds p))
     ORDER BY x.priority DESC, x.run_at, x.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED))
-  AND j.attempts < j.max_attempts
+  AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+  AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 
 -- name: worker_complete
@@ -50,22 +57,41 @@ RETURNING j.id
 
 -- name: worker_release
 -- Jobs interrupted by this worker's shutdown (or claimed but never started): back to ready,
--- the attempt given back because the job did not fail, and other workers woken.
+-- the attempt given back because the job did not fail, and other workers woken. A job whose
+-- cancel was requested meanwhile ends cancelled instead (a cancel wins), with the cancel noted
+-- in its history.
 WITH released AS (
   UPDATE __schema__.jobs j
-  SET locked_at = NULL, locked_by = NULL, attempts = greatest(j.attempts - 1, 0)
+  SET locked_at    = CASE WHEN j.cancel_requested THEN j.locked_at END,
+      locked_by    = CASE WHEN j.cancel_requested THEN j.locked_by END,
+      attempts     = CASE WHEN j.cancel_requested THEN j.attempts
+                          ELSE greatest(j.attempts - 1, 0) END,
+      finished_at  = CASE WHEN j.cancel_requested THEN now() END,
+      cancelled_at = CASE WHEN j.cancel_requested THEN now() END,
+      errors       = CASE WHEN j.cancel_requested THEN j.errors || jsonb_build_array(
+                       jsonb_build_object('attempt', j.attempts, 'at', to_jsonb(now()),
+                         'error', 'Cancelled: cancel requested while the worker was stopping',
+                         'traceback', NULL, 'worker', %(worker)s::text))
+                     ELSE j.errors END
   WHERE j.id = ANY(%(ids)s::bigint[]) AND j.locked_by = %(worker)s AND j.finished_at IS NULL
     AND j.attempts = (%(by_id)s::jsonb ->> j.id::text)::int
-  RETURNING j.id
+  RETURNING j.id, j.cancel_requested
 )
-SELECT id, pg_notify(%(channel)s, 'requeue') FROM released
+SELECT id, CASE WHEN cancel_requested THEN NULL ELSE pg_notify(%(channel)s, 'requeue') END
+FROM released
 
 -- name: worker_release_orphans
 -- Rows locked by this worker that it does not know about (a claim whose reply was lost with
--- the connection): back to ready with the attempt given back.
+-- the connection): back to ready with the attempt given back, or cancelled if a cancel was
+-- requested (a cancel wins).
 WITH released AS (
   UPDATE __schema__.jobs j
-  SET locked_at = NULL, locked_by = NULL, attempts = greatest(j.attempts - 1, 0)
+  SET locked_at    = CASE WHEN j.cancel_requested THEN j.locked_at END,
+      locked_by    = CASE WHEN j.cancel_requested THEN j.locked_by END,
+      attempts     = CASE WHEN j.cancel_requested THEN j.attempts
+                          ELSE greatest(j.attempts - 1, 0) END,
+      finished_at  = CASE WHEN j.cancel_requested THEN now() END,
+      cancelled_at = CASE WHEN j.cancel_requested THEN now() END
   WHERE j.locked_by = %(worker)s AND j.finished_at IS NULL AND j.locked_at IS NOT NULL
     AND j.id <> ALL(%(known)s::bigint[])
   RETURNING j.id
@@ -73,13 +99,17 @@ WITH released AS (
 SELECT id FROM released
 
 -- name: worker_retry
--- Failed attempts that will be retried: back-off in run_at, error appended, lock cleared.
--- A handler's own max_attempts (when set) is written so the column says what counts.
--- `by_id`: {"id": [attempt, delay_s, error, traceback, handler max_attempts], …}.
+-- Failed attempts that will be retried: back-off in run_at, error appended, lock cleared. A
+-- job whose cancel was requested ends cancelled instead (a cancel wins over the retry); the
+-- failure stays in its history. The effective max_attempts was written by the claim.
+-- `by_id`: {"id": [attempt, delay_s, error, traceback], …}. Returns (id, cancelled).
 UPDATE __schema__.jobs j
-SET run_at = now() + make_interval(secs => (%(by_id)s::jsonb -> j.id::text ->> 1)::float8),
-    locked_at = NULL, locked_by = NULL,
-    max_attempts = coalesce((%(by_id)s::jsonb -> j.id::text ->> 4)::int, j.max_attempts),
+SET run_at = CASE WHEN j.cancel_requested THEN j.run_at
+                  ELSE now() + make_interval(secs => (%(by_id)s::jsonb -> j.id::text ->> 1)::float8) END,
+    locked_at    = CASE WHEN j.cancel_requested THEN j.locked_at END,
+    locked_by    = CASE WHEN j.cancel_requested THEN j.locked_by END,
+    finished_at  = CASE WHEN j.cancel_requested THEN now() END,
+    cancelled_at = CASE WHEN j.cancel_requested THEN now() END,
     last_error = %(by_id)s::jsonb -> j.id::text ->> 2,
     errors = j.errors || jsonb_build_array(jsonb_build_object(
       'attempt', j.attempts, 'at', to_jsonb(now()),
@@ -87,41 +117,59 @@ SET run_at = now() + make_interval(secs => (%(by_id)s::jsonb -> j.id::text ->> 1
       'traceback', %(by_id)s::jsonb -> j.id::text -> 3, 'worker', %(worker)s::text))
 WHERE j.id = ANY(%(ids)s::bigint[]) AND j.locked_by = %(worker)s AND j.finished_at IS NULL
   AND j.attempts = (%(by_id)s::jsonb -> j.id::text ->> 0)::int
-RETURNING j.id
+RETURNING j.id, j.cancel_requested
 
 -- name: worker_bury
--- Failed last attempts: moved to dead_letters in one statement, keeping the id, with the
--- final error appended to the history.
--- `by_id`: {"id": [attempt, error, traceback, handler max_attempts], …}.
-WITH moved AS (
-  DELETE FROM __schema__.jobs j
+-- Failed last attempts: moved to dead_letters (jobtui_move_to_dead, the one definition of
+-- that move) keeping the id, with the final error appended to the history. A job whose cancel
+-- was requested ends cancelled instead, its failure in its history (a cancel wins).
+-- `by_id`: {"id": [attempt, error, traceback], …}. Returns (id, fate).
+WITH mine AS MATERIALIZED (
+  SELECT j.id, j.attempts, j.cancel_requested,
+         jsonb_build_object(
+           'attempt', j.attempts, 'at', to_jsonb(now()),
+           'error', %(by_id)s::jsonb -> j.id::text -> 1,
+           'traceback', %(by_id)s::jsonb -> j.id::text -> 2,
+           'worker', %(worker)s::text) AS entry
+  FROM __schema__.jobs j
   WHERE j.id = ANY(%(ids)s::bigint[]) AND j.locked_by = %(worker)s AND j.finished_at IS NULL
     AND j.attempts = (%(by_id)s::jsonb -> j.id::text ->> 0)::int
-  RETURNING j.id, j.kind, j.payload, j.priority, j.attempts,
-            coalesce((%(by_id)s::jsonb -> j.id::text ->> 3)::int, j.max_attempts)
-              AS max_attempts,
-            j.created_at, j.run_at,
-            %(by_id)s::jsonb -> j.id::text ->> 1 AS error,
-            j.errors || jsonb_build_array(jsonb_build_object(
-              'attempt', j.attempts, 'at', to_jsonb(now()),
-              'error', %(by_id)s::jsonb -> j.id::text -> 1,
-              'traceback', %(by_id)s::jsonb -> j.id::text -> 2,
-              'worker', %(worker)s::text)) AS errors
+  ORDER BY j.id
+  FOR UPDATE
+), cancelled AS (
+  UPDATE __schema__.jobs j
+  SET finished_at = now(), cancelled_at = now(),
+      last_error = %(by_id)s::jsonb -> j.id::text ->> 1,
+      errors = j.errors || jsonb_build_array(mine.entry)
+  FROM mine
+  WHERE j.id = mine.id AND mine.cancel_requested
+  RETURNING j.id
 )
-INSERT INTO __schema__.dead_letters
-  (id, kind, payload, priority, attempts, max_attempts, created_at, run_at, last_error,
-   errors, reason)
-SELECT id, kind, payload, priority, attempts, max_attempts, created_at, run_at, error,
-       errors, 'failed'
-FROM moved
-RETURNING id
+SELECT moved_id, 'dead' FROM __schema__.jobtui_move_to_dead(
+  ARRAY(SELECT id FROM mine WHERE NOT cancel_requested),
+  (SELECT jsonb_object_agg(id::text, jsonb_build_object('entry', entry)) FROM mine),
+  'failed')
+UNION ALL
+SELECT id, 'cancelled' FROM cancelled
 
 -- name: worker_heartbeat
-INSERT INTO __schema__.workers (id, host, pid, kinds, concurrency, running)
-VALUES (%(worker)s, %(host)s, %(pid)s, %(kinds)s::text[], %(concurrency)s, %(running)s)
+-- The worker's row: its own liveness settings (rescuers judge its jobs by these), what it runs,
+-- threads it abandoned and outcomes it could not write. Returns the server's clock, which the
+-- worker uses for its per-minute statistics.
+INSERT INTO __schema__.workers AS w
+  (id, host, pid, kinds, concurrency, running, heartbeat_interval_s, heartbeat_timeout_s,
+   abandoned, outcome_errors, last_outcome_error)
+VALUES (%(worker)s, %(host)s, %(pid)s, %(kinds)s::text[], %(concurrency)s, %(running)s,
+        %(heartbeat_interval)s, %(heartbeat_timeout)s, %(abandoned)s, %(outcome_errors)s,
+        %(last_outcome_error)s)
 ON CONFLICT (id) DO UPDATE
 SET heartbeat_at = now(), running = EXCLUDED.running, kinds = EXCLUDED.kinds,
-    concurrency = EXCLUDED.concurrency
+    concurrency = EXCLUDED.concurrency,
+    heartbeat_interval_s = EXCLUDED.heartbeat_interval_s,
+    heartbeat_timeout_s = EXCLUDED.heartbeat_timeout_s,
+    abandoned = EXCLUDED.abandoned, outcome_errors = EXCLUDED.outcome_errors,
+    last_outcome_error = EXCLUDED.last_outcome_error
+RETURNING extract(epoch FROM now())::float8 AS server_epoch
 
 -- name: worker_unregister
 DELETE FROM __schema__.workers WHERE id = %(worker)s
@@ -134,87 +182,99 @@ FROM __schema__.jobs
 WHERE locked_by = %(worker)s AND finished_at IS NULL AND locked_at IS NOT NULL
 
 -- name: worker_rescue
--- Jobs held by a dead worker (heartbeat older than the timeout, or no row) and rows locked by
--- a consumer that never heartbeats (locked_by NULL) for longer than the lock timeout.
--- Candidates are read first, then locked only if they are still the same attempt (same
--- attempts, locked_at, locked_by), so a job rescued and re-claimed meanwhile is left alone.
--- Those on their last attempt go to dead_letters (worker_lost); the rest back to ready with
--- a "WorkerLost" entry in their history.
-WITH live AS (
-  SELECT w.id FROM __schema__.workers w
-  WHERE w.heartbeat_at >= now() - make_interval(secs => %(heartbeat_timeout)s)
-), cand AS MATERIALIZED (
+-- Jobs whose owner is dead, judged by the owner's own settings: a `workers` row whose
+-- heartbeat is older than that row's `heartbeat_timeout_s`, or no row at all for its
+-- locked_by (workers register before they claim). Rows locked without a locked_by (the
+-- article's consumer, which never heartbeats) are rescued after the lock timeout. Candidates are read first, then locked only if they are still the same
+-- attempt (same attempts, locked_at, locked_by), so a job rescued and re-claimed meanwhile is
+-- left alone. Then, per job:
+--   cancel requested            -> ends cancelled (a cancel wins), the loss in its history;
+--   attempts >= max_attempts    -> dead_letters, reason worker_lost (the limit the claim wrote);
+--     unless its id is already in dead_letters (e.g. after TRUNCATE … RESTART IDENTITY): then
+--     it is unlocked with no attempt left ('stuck'), visible, never run again, not lost;
+--   otherwise                   -> back to ready with a "WorkerLost" entry in its history.
+WITH cand AS MATERIALIZED (
   SELECT j.id, j.attempts, j.locked_at, j.locked_by
   FROM __schema__.jobs j
+  LEFT JOIN __schema__.workers w ON w.id = j.locked_by
   WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL
     AND j.locked_by IS DISTINCT FROM %(worker)s
-    AND ((j.locked_by IS NOT NULL AND j.locked_by NOT IN (SELECT id FROM live))
-         OR (j.locked_by IS NULL
-             AND j.locked_at < now() - make_interval(secs => %(lock_timeout)s)))
+    AND CASE WHEN w.id IS NOT NULL
+             THEN w.heartbeat_at < now() - make_interval(secs => w.heartbeat_timeout_s)
+             WHEN j.locked_by IS NOT NULL THEN true  -- its worker's row is gone: so is it
+             ELSE j.locked_at < now() - make_interval(secs => %(lock_timeout)s) END
   ORDER BY j.id
   LIMIT 1000
 ), lost AS MATERIALIZED (
-  SELECT j.id, j.locked_by
+  SELECT j.id, j.kind, j.locked_by, j.cancel_requested,
+         j.attempts >= j.max_attempts AS exhausted,
+         EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = j.id) AS collides,
+         CASE WHEN j.locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END AS msg,
+         j.attempts
   FROM __schema__.jobs j JOIN cand c ON c.id = j.id
   WHERE j.attempts = c.attempts AND j.locked_at = c.locked_at
     AND j.locked_by IS NOT DISTINCT FROM c.locked_by AND j.finished_at IS NULL
   FOR UPDATE OF j SKIP LOCKED
-), dead AS (
-  DELETE FROM __schema__.jobs j
-  USING lost
-  WHERE j.id = lost.id AND j.attempts >= j.max_attempts
-  RETURNING j.id, j.kind, j.payload, j.priority, j.attempts, j.max_attempts, j.created_at,
-            j.run_at, j.errors, lost.locked_by
-), buried AS (
-  INSERT INTO __schema__.dead_letters
-    (id, kind, payload, priority, attempts, max_attempts, created_at, run_at, last_error,
-     errors, reason)
-  SELECT id, kind, payload, priority, attempts, max_attempts, created_at, run_at,
-         CASE WHEN locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END,
-         errors || jsonb_build_array(jsonb_build_object(
-           'attempt', attempts, 'at', to_jsonb(now()),
-           'error', CASE WHEN locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END,
-           'traceback', NULL, 'worker', locked_by)),
-         'worker_lost'
-  FROM dead
-  RETURNING id, kind
-), back AS (
-  UPDATE __schema__.jobs j
-  SET locked_at = NULL, locked_by = NULL,
-      last_error = CASE WHEN lost.locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END,
-      errors = j.errors || jsonb_build_array(jsonb_build_object(
-        'attempt', j.attempts, 'at', to_jsonb(now()),
-        'error', CASE WHEN lost.locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END,
-        'traceback', NULL, 'worker', lost.locked_by))
+), entries AS MATERIALIZED (
+  SELECT lost.*, jsonb_build_object('attempt', attempts, 'at', to_jsonb(now()), 'error', msg,
+                                    'traceback', NULL, 'worker', locked_by) AS entry
   FROM lost
-  WHERE j.id = lost.id AND j.attempts < j.max_attempts
-  RETURNING j.id, j.kind
+), dead AS (
+  SELECT moved_id AS id, moved_kind AS kind FROM __schema__.jobtui_move_to_dead(
+    ARRAY(SELECT id FROM entries WHERE exhausted AND NOT cancel_requested AND NOT collides),
+    (SELECT jsonb_object_agg(id::text, jsonb_build_object('entry', entry)) FROM entries),
+    'worker_lost')
+), ended AS (
+  UPDATE __schema__.jobs j
+  SET locked_at    = CASE WHEN e.cancel_requested THEN j.locked_at END,
+      locked_by    = CASE WHEN e.cancel_requested THEN j.locked_by END,
+      finished_at  = CASE WHEN e.cancel_requested THEN now() END,
+      cancelled_at = CASE WHEN e.cancel_requested THEN now() END,
+      last_error = e.msg,
+      errors = j.errors || jsonb_build_array(e.entry)
+  FROM entries e
+  WHERE j.id = e.id AND (e.cancel_requested OR NOT e.exhausted OR e.collides)
+  RETURNING j.id, j.kind,
+            CASE WHEN e.cancel_requested THEN 'cancelled'
+                 WHEN e.exhausted THEN 'stuck' ELSE 'retry' END AS fate
 )
-SELECT 'dead' AS fate, id, kind FROM buried
+SELECT 'dead' AS fate, id, kind FROM dead
 UNION ALL
-SELECT 'retry' AS fate, id, kind FROM back
+SELECT fate, id, kind FROM ended
 
 -- name: worker_bury_exhausted
--- Unlocked, unfinished rows of kinds this worker handles that have no attempt left (e.g. left
--- so by an article-style consumer): moved to dead_letters, reason `exhausted`.
-WITH moved AS (
-  DELETE FROM __schema__.jobs j
-  WHERE j.id = ANY(ARRAY(
-      SELECT x.id FROM __schema__.jobs x
-      WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.attempts >= x.max_attempts
-        AND x.kind = ANY(%(kinds)s::text[])
-      LIMIT 1000
-      FOR UPDATE SKIP LOCKED))
-    AND j.finished_at IS NULL AND j.locked_at IS NULL AND j.attempts >= j.max_attempts
-  RETURNING j.*
+-- Unlocked, unfinished rows of kinds this worker handles that have no attempt left by the
+-- effective limit (`%(limits)s`, as in the claim; e.g. left so by an article-style consumer):
+-- moved to dead_letters, reason `exhausted`, with that limit recorded. Rows whose id is
+-- already in dead_letters are left where they are (see worker_rescue).
+WITH pick AS MATERIALIZED (
+  SELECT x.id, coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts) AS lim
+  FROM __schema__.jobs x
+  WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND NOT x.cancel_requested
+    AND x.attempts >= coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+    AND x.kind = ANY(%(kinds)s::text[])
+    AND NOT EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = x.id)
+  ORDER BY x.id
+  LIMIT 1000
+  FOR UPDATE SKIP LOCKED
 )
-INSERT INTO __schema__.dead_letters
-  (id, kind, payload, priority, attempts, max_attempts, created_at, run_at, last_error,
-   errors, reason)
-SELECT id, kind, payload, priority, attempts, max_attempts, created_at, run_at, last_error,
-       errors, 'exhausted'
-FROM moved
-RETURNING id, kind
+SELECT moved_id, moved_kind FROM __schema__.jobtui_move_to_dead(
+  ARRAY(SELECT id FROM pick),
+  (SELECT jsonb_object_agg(id::text, jsonb_build_object('max_attempts', lim)) FROM pick),
+  'exhausted')
+
+-- name: worker_finish_cancelled
+-- Unlocked rows with a cancel request (left so by an older worker, which released or retried
+-- them without looking): they end cancelled, as the cancel asked.
+UPDATE __schema__.jobs j
+SET finished_at = now(), cancelled_at = now()
+WHERE j.id = ANY(ARRAY(
+    SELECT x.id FROM __schema__.jobs x
+    WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.cancel_requested
+    LIMIT 1000
+    FOR UPDATE SKIP LOCKED))
+  AND j.finished_at IS NULL AND j.locked_at IS NULL
+RETURNING j.id
 
 -- name: worker_forget_stale_workers
 -- Rows of workers that have not heartbeat for an hour (their jobs were rescued long ago).
@@ -244,6 +304,7 @@ SELECT d.minute, d.kind, d.done, d.failed, d.dead, d.runtime_sum_ms, d.hist
 FROM jsonb_to_recordset(%(rows)s::jsonb)
      AS d(minute timestamptz, kind text, done int, failed int, dead int,
           runtime_sum_ms float8, hist int[])
+ORDER BY d.minute, d.kind  -- one fixed lock order for every worker: no deadlocks
 ON CONFLICT (minute, kind) DO UPDATE
 SET done = s.done + EXCLUDED.done,
     failed = s.failed + EXCLUDED.failed,
@@ -278,5 +339,11 @@ ON CONFLICT (minute) DO NOTHING
 
 -- name: worker_analyze
 -- Run when a full claim was slow: fresh statistics let the planner walk jobs_claim in order
--- instead of sorting every due row (see SLOW_CLAIM_S in worker.py).
+-- instead of sorting every due row (see SLOW_CLAIM_S in jobtui/worker/dispatcher.py).
 ANALYZE __schema__.jobs
+
+-- name: worker_session_timeouts
+-- Set once per worker connection: no statement may hang for ever (a claim on a half-open
+-- connection, a housekeeping statement behind a lock). Values are PostgreSQL durations.
+SELECT set_config('statement_timeout', %(statement_timeout)s, false),
+       set_config('lock_timeout', %(lock_timeout)s, false)

@@ -75,3 +75,9 @@ def sleepy(payload: dict[str, Any]) -> None:
 @registry.handler("quick")
 async def quick(payload: dict[str, Any]) -> None:
     return None
+
+
+@registry.handler("once", max_attempts=1, backoff_base=0.0, jitter=0.0)
+def once(payload: dict[str, Any]) -> None:
+    """`sleepy` with a handler limit of one attempt, whatever the row says."""
+    sleepy(payload)

@@ -1,5 +1,10 @@
 """Per-minute, per-kind figures gathered in memory and written in one statement per flush.
 
+Promises kept: figures land in the minute of the *server's* clock (the console reads them
+against the server's now(), so a worker whose clock is minutes off still counts in the right
+minute), and a flush writes its rows in one fixed order, (minute, kind), so two workers adding
+to the same cells lock them in the same order and never deadlock.
+
 Counting in memory keeps stat writes off the hot path: a flush adds every (minute, kind) cell
 seen since the last one with `ON CONFLICT … DO UPDATE`, so several workers add up correctly.
 """
@@ -31,9 +36,14 @@ class StatsBuffer:
 
     def __init__(self) -> None:
         self._cells: dict[tuple[int, str], Cell] = {}
+        self._offset = 0.0  # server clock minus this machine's, from the last heartbeat
+
+    def set_server_time(self, server_epoch: float, local_before: float, local_after: float) -> None:
+        """Note the server's clock (`now()` as epoch seconds) read between two local readings."""
+        self._offset = server_epoch - (local_before + local_after) / 2.0
 
     def _cell(self, kind: str) -> Cell:
-        key = (int(time.time() // 60) * 60, kind)
+        key = (int((time.time() + self._offset) // 60) * 60, kind)
         cell = self._cells.get(key)
         if cell is None:
             cell = self._cells[key] = Cell()
@@ -75,7 +85,8 @@ class StatsBuffer:
 
 
 def as_rows(cells: dict[tuple[int, str], Cell]) -> list[dict[str, Any]]:
-    """The JSON rows `worker_stats_flush` reads with jsonb_to_recordset."""
+    """The JSON rows `worker_stats_flush` reads with jsonb_to_recordset, in (minute, kind)
+    order: every worker upserts its cells in the same order, so two flushes never deadlock."""
     return [
         {
             "minute": datetime.fromtimestamp(minute, UTC).isoformat(),
@@ -86,5 +97,5 @@ def as_rows(cells: dict[tuple[int, str], Cell]) -> list[dict[str, Any]]:
             "runtime_sum_ms": c.runtime_sum_ms,
             "hist": c.hist,
         }
-        for (minute, kind), c in cells.items()
+        for (minute, kind), c in sorted(cells.items())
     ]

@@ -1,7 +1,7 @@
 """The worker's statements with their parameters built: one method per thing it writes or asks.
 
-No worker state lives here (only its id, schema and settings), so the loops in worker.py read
-as what they decide, and every statement's parameters are visible in one place.
+No worker state lives here (only its id, schema and handler limits), so the parts of the worker
+read as what they decide, and every statement's parameters are visible in one place.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from jobtui.sql import notify_channel, queries
-from jobtui.worker_link import Link
-from jobtui.worker_outcomes import Outcomes
-from jobtui.worker_stats import Cell, as_rows
+from jobtui.worker.link import Link
+from jobtui.worker.stats import Cell, as_rows
 
 PRUNE_BATCH = 1000  # the LIMIT in worker_prune
 PRUNE_BATCHES_PER_ROUND = 50
@@ -65,10 +64,12 @@ def _rows_by_id(rows: list[tuple[Any, ...]]) -> dict[str, str]:
 class WorkerDB:
     """Statements of one worker (`worker_id`) in one schema."""
 
-    def __init__(self, schema: str, worker_id: str) -> None:
+    def __init__(self, schema: str, worker_id: str, limits: dict[str, int] | None = None) -> None:
         self.q = queries(schema)
         self.worker_id = worker_id
         self.channel = notify_channel(schema)
+        # {kind: handler max_attempts} for handlers that set one: the effective limit.
+        self.limits = json.dumps(limits or {})
 
     # ---- claim
 
@@ -78,7 +79,8 @@ class WorkerDB:
         A payload that cannot be decoded comes back as an UndecodablePayload instance.
         """
         rows = await link.fetch(
-            self.q.worker_claim, {"kinds": kinds, "worker": self.worker_id, "limit": limit}
+            self.q.worker_claim,
+            {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits},
         )
         return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
 
@@ -91,48 +93,38 @@ class WorkerDB:
 
     # ---- outcomes
 
-    async def write_outcomes(self, link: Link, batch: Outcomes) -> list[tuple[str, list[int]]]:
-        """Write `batch` group by group, emptying each group once written.
-
-        Returns, per group written, the ids the database refused (no longer held by this
-        worker). On error the groups not yet written are still in `batch`.
-        """
+    async def write_group(self, link: Link, group: str, items: list[Any]) -> list[Any]:
+        """Write one group of outcomes ("done", "retry", "bury", "cancelled", "released");
+        the rows the database wrote, as (id, fate) with fate "cancelled" for jobs whose cancel
+        won over a retry, burial or release."""
         me = {"worker": self.worker_id}
-        refused: list[tuple[str, list[int]]] = []
-        if batch.done:
-            rows = await link.fetch(self.q.worker_complete, {**me, **_pairs(batch.done)})
-            refused.append(("done", _refused(batch.done, rows)))
-            batch.done = []
-        if batch.retry:
-            r = batch.retry
-            rows = await link.fetch(self.q.worker_retry, {**me, **_rows_by_id(r)})
-            refused.append(("retry", _refused(r, rows)))
-            batch.retry = []
-        if batch.bury:
-            b = batch.bury
-            rows = await link.fetch(self.q.worker_bury, {**me, **_rows_by_id(b)})
-            refused.append(("dead", _refused(b, rows)))
-            batch.bury = []
-        if batch.cancelled:
-            rows = await link.fetch(self.q.worker_cancelled, {**me, **_pairs(batch.cancelled)})
-            refused.append(("cancelled", _refused(batch.cancelled, rows)))
-            batch.cancelled = []
-        if batch.released:
-            rows = await link.fetch(
-                self.q.worker_release,
-                {**me, **_pairs(batch.released), "channel": self.channel},
-            )
-            refused.append(("released", _refused(batch.released, rows)))
-            batch.released = []
-        return refused
+        if group == "done":
+            rows = await link.fetch(self.q.worker_complete, {**me, **_pairs(items)})
+            return [(r[0], "done") for r in rows]
+        if group == "cancelled":
+            rows = await link.fetch(self.q.worker_cancelled, {**me, **_pairs(items)})
+            return [(r[0], "cancelled") for r in rows]
+        if group == "released":
+            params = {**me, **_pairs(items), "channel": self.channel}
+            rows = await link.fetch(self.q.worker_release, params)
+            return [(r[0], "cancelled" if r[1] is None else "released") for r in rows]
+        if group == "retry":
+            rows = await link.fetch(self.q.worker_retry, {**me, **_rows_by_id(items)})
+            return [(r[0], "cancelled" if r[1] else "retry") for r in rows]
+        if group == "bury":
+            rows = await link.fetch(self.q.worker_bury, {**me, **_rows_by_id(items)})
+            return [(r[0], r[1]) for r in rows]
+        raise ValueError(f"unknown outcome group {group!r}")
 
     async def write_stats(self, link: Link, cells: dict[tuple[int, str], Cell]) -> None:
         await link.fetch(self.q.worker_stats_flush, {"rows": Jsonb(as_rows(cells))})
 
     # ---- maintenance
 
-    async def heartbeat(self, link: Link, params: dict[str, Any]) -> None:
-        await link.fetch(self.q.worker_heartbeat, {**params, "worker": self.worker_id})
+    async def heartbeat(self, link: Link, params: dict[str, Any]) -> float:
+        """Write the worker's row; the server's clock as epoch seconds."""
+        rows = await link.fetch(self.q.worker_heartbeat, {**params, "worker": self.worker_id})
+        return float(rows[0][0])
 
     async def unregister(self, link: Link) -> None:
         await link.fetch(self.q.worker_unregister, {"worker": self.worker_id})
@@ -142,19 +134,17 @@ class WorkerDB:
         rows = await link.fetch(self.q.worker_my_jobs, {"worker": self.worker_id})
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    async def rescue(
-        self, link: Link, heartbeat_timeout: float, lock_timeout: float
-    ) -> list[tuple[str, int, str]]:
-        """Rescue jobs of dead workers and stale article-style locks: (fate, id, kind) rows."""
+    async def rescue(self, link: Link, lock_timeout: float) -> list[tuple[str, int, str]]:
+        """Rescue jobs of dead workers (judged by their own heartbeat timeout) and stale locks
+        of consumers without a `workers` row: (fate, id, kind) rows."""
         rows = await link.fetch(
             self.q.worker_rescue,
             {
                 "worker": self.worker_id,
-                "heartbeat_timeout": heartbeat_timeout,
                 "lock_timeout": lock_timeout,
                 "lost_msg": (
                     "WorkerLost: the worker running this attempt stopped heartbeating "
-                    f"for over {heartbeat_timeout:g}s"
+                    "for longer than its own heartbeat timeout"
                 ),
                 "lock_msg": (
                     f"WorkerLost: locked without a worker heartbeat for over {lock_timeout:g}s"
@@ -164,8 +154,14 @@ class WorkerDB:
         return [(r[0], r[1], r[2]) for r in rows]
 
     async def bury_exhausted(self, link: Link, kinds: list[str]) -> list[tuple[str, int, str]]:
-        rows = await link.fetch(self.q.worker_bury_exhausted, {"kinds": kinds})
+        rows = await link.fetch(
+            self.q.worker_bury_exhausted, {"kinds": kinds, "limits": self.limits}
+        )
         return [("dead", r[0], r[1]) for r in rows]
+
+    async def finish_cancelled(self, link: Link) -> int:
+        """End unlocked rows with a cancel request as cancelled; how many."""
+        return len(await link.fetch(self.q.worker_finish_cancelled))
 
     async def forget_stale_workers(self, link: Link) -> None:
         await link.fetch(self.q.worker_forget_stale_workers, {"worker": self.worker_id})
@@ -187,10 +183,3 @@ class WorkerDB:
 
     async def analyze(self, link: Link) -> None:
         await link.fetch(self.q.worker_analyze)
-
-
-def _refused(sent: list[Any], rows: list[tuple[Any, ...]]) -> list[int]:
-    if len(rows) == len(sent):
-        return []
-    got = {r[0] for r in rows}
-    return [item[0] for item in sent if item[0] not in got]

@@ -1,5 +1,25 @@
-"""How finished attempts wait for the flusher: buffered outcomes, written one statement per group.
+"""What happens when an attempt ends, and how its outcome waits for the flusher.
 
+## What happens when a job fails (every path, in one place)
+The attempt limit is always the *effective* one: the handler's `max_attempts` when it sets
+one, else the row's. The claim writes it into the row (`worker_claim`), so every later path
+reads the same number from the row. Attempts are counted at claim.
+
+- The handler raises (or times out, or its payload cannot be decoded): `record_failure` below
+  buffers a *retry* (back-off `spec.backoff(attempt)`) while `attempt < max_attempts`, else a
+  *burial*. `worker_retry` / `worker_bury` write it, re-checking that this worker still holds
+  this attempt; if a cancel was requested meanwhile the job ends *cancelled* instead.
+- The worker dies or stops heartbeating past its own `heartbeat_timeout_s`: another worker's
+  housekeeper rescues the job (`worker_rescue`): back to ready, to dead letters if it was the
+  last attempt, or cancelled if a cancel was requested.
+- The worker stops (shutdown past the grace): the job is *released* with the attempt given
+  back (`worker_release`), or cancelled if a cancel was requested.
+- A row left unlocked with no attempt left (e.g. by an article-style consumer): the
+  housekeeper's sweep buries it (`worker_bury_exhausted`).
+Burials, rescues to dead letters and the sweep all go through the one SQL function
+`jobtui_move_to_dead` (migration 0004): a job is never in both tables and never in neither.
+
+## Buffering
 The flusher takes everything buffered so far (group commit); a failed write puts it back to
 be retried, which is safe because every statement re-checks the attempt it ends.
 """
@@ -8,6 +28,8 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
+
+from jobtui.registry import HandlerSpec
 
 MAX_TRACEBACK_CHARS = 20_000
 MAX_ERROR_CHARS = 2_000
@@ -60,10 +82,10 @@ class Outcomes:
     done: list[tuple[int, int]] = field(default_factory=list)  # (id, attempt)
     cancelled: list[tuple[int, int]] = field(default_factory=list)
     released: list[tuple[int, int]] = field(default_factory=list)
-    # (id, attempt, delay_s, error, traceback, handler max_attempts or None)
-    retry: list[tuple[int, int, float, str, str | None, int | None]] = field(default_factory=list)
-    # (id, attempt, error, traceback, handler max_attempts or None)
-    bury: list[tuple[int, int, str, str | None, int | None]] = field(default_factory=list)
+    # (id, attempt, delay_s, error, traceback)
+    retry: list[tuple[int, int, float, str, str | None]] = field(default_factory=list)
+    # (id, attempt, error, traceback)
+    bury: list[tuple[int, int, str, str | None]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.done or self.cancelled or self.released or self.retry or self.bury)
@@ -99,3 +121,38 @@ class Outcomes:
             + [r[0] for r in self.retry]
             + [b[0] for b in self.bury]
         )
+
+
+def failure_text(spec: HandlerSpec, error: BaseException, timed_out: bool) -> str:
+    """The error a failed attempt is recorded with."""
+    if timed_out and isinstance(error, TimeoutError):
+        return f"TimeoutError: handler exceeded its timeout of {spec.timeout:g}s"
+    return describe_exception(error)
+
+
+def record_failure(
+    outcomes: Outcomes,
+    spec: HandlerSpec,
+    job_id: int,
+    attempt: int,
+    max_attempts: int,
+    error: BaseException,
+    *,
+    timed_out: bool = False,
+) -> str:
+    """Buffer the outcome of a failed attempt: "failed" (to be retried) or "dead".
+
+    `max_attempts` is the effective limit the claim wrote into the row.
+    """
+    text = failure_text(spec, error, timed_out)
+    tb = format_traceback(error)
+    if attempt >= max_attempts:
+        outcomes.bury.append((job_id, attempt, text, tb))
+        return "dead"
+    outcomes.retry.append((job_id, attempt, spec.backoff(attempt), text, tb))
+    return "failed"
+
+
+def short_ids(ids: list[int]) -> str:
+    """The first ids of a list, for a log line."""
+    return ",".join(map(str, ids[:20])) + (",…" if len(ids) > 20 else "")

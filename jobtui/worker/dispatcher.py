@@ -1,0 +1,271 @@
+"""Claims jobs into free slots and runs their handlers: the dispatcher owns slots and jobs.
+
+Promises kept: at most `concurrency` handlers hold a slot, counting threads of plain handlers
+that overran their timeout until they really end (`Threads`); running jobs are keyed by
+(id, attempt), so a job rescued from under this worker and claimed again by it is two separate
+attempts, each with its own outcome; a job is started only from a claim that took its row.
+
+Claims: as many ready jobs as there are free slots, woken at once by NOTIFY (the listener) and
+by finishing jobs, with a polling fallback. A second claim, on a second connection, starts
+while one is in flight once half the slots are free, so long jobs finishing one by one do not
+leave slots empty for a whole round trip. A claim that failed may have committed with its
+reply lost: rows this worker holds without knowing are released before it claims again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+
+from jobtui.registry import HandlerSpec
+from jobtui.worker.flusher import Flusher
+from jobtui.worker.link import Link
+from jobtui.worker.outcomes import record_failure, short_ids
+from jobtui.worker.running import Running, Threads, run_handler
+from jobtui.worker.settings import WorkerSettings
+from jobtui.worker.statements import UndecodablePayload, WorkerDB
+
+log = logging.getLogger("jobtui.worker")
+
+# A full claim slower than this means the planner is sorting the whole backlog, which happens
+# when statistics say nothing is due (e.g. a large batch scheduled for one moment has just come
+# due): the housekeeper then refreshes the statistics rather than wait for autovacuum.
+SLOW_CLAIM_S = 0.05
+
+
+class Dispatcher:
+    """Slots, claims and running jobs of one worker."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        settings: WorkerSettings,
+        specs: dict[str, HandlerSpec],
+        db: WorkerDB,
+        links: list[Link],
+        flusher: Flusher,
+        on_slow_claim: Callable[[], None],
+        on_claimed: Callable[[float], None] = lambda started: None,
+    ) -> None:
+        self.worker_id = worker_id
+        self.settings = settings
+        self.specs = specs
+        self.kinds = sorted(specs)
+        self.db = db
+        self.links = links
+        self.flusher = flusher
+        self.on_slow_claim = on_slow_claim
+        self.on_claimed = on_claimed
+        self.running: dict[tuple[int, int], Running] = {}
+        self.threads = Threads(self.poke)
+        self.executor: ThreadPoolExecutor | None = None
+        if any(not spec.is_async for spec in specs.values()):
+            self.executor = ThreadPoolExecutor(
+                max_workers=settings.concurrency, thread_name_prefix="jobtui-job"
+            )
+        self.counts = {"done": 0, "failed": 0, "dead": 0, "cancelled": 0}
+        self.stopping = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self._wake = asyncio.Event()
+        self._more = True  # the last claim was full (or a NOTIFY/poll says there may be work)
+        self._pokes = 0  # NOTIFYs (and rescues) so far: one during a claim means "look again"
+        self._claims: set[asyncio.Task[None]] = set()
+        self._reserved = 0  # slots asked for by the claims in flight
+        self._claim_seq = 0
+        self._more_seq = 0
+        self._check_orphans = False  # a claim failed: it may have committed with its reply lost
+        self._resume_at = 0.0  # no claim before this (back-off after a failure)
+
+    # ---------------------------------------------------------------- control
+
+    def poke(self) -> None:
+        """There may be work (a NOTIFY, a rescue, a slot freed): claim when a slot is free."""
+        self._pokes += 1
+        self._more = True
+        self._wake.set()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._wake.set()
+
+    def free_slots(self) -> int:
+        return (
+            self.settings.concurrency - len(self.running) - self.threads.abandoned - self._reserved
+        )
+
+    def known_ids(self, *, abandoned: bool = False) -> list[int]:
+        """Ids this worker knows it holds (running or outcome not written yet); with
+        `abandoned`, leave out the ones still running (at shutdown, to release them)."""
+        ids = set(self.flusher.pending_ids())
+        if not abandoned:
+            ids.update(key[0] for key in self.running)
+        return list(ids)
+
+    # ----------------------------------------------------------------- claims
+
+    async def run(self) -> None:
+        """Keep the slots full until `stop()`; claims in flight end on their own."""
+        limit = self.settings.claim_batch or self.settings.concurrency
+        target = min(limit, max(1, self.settings.concurrency // 2))
+        idle = list(self.links)
+        try:
+            while not self.stopping.is_set():
+                wait = self.settings.poll_interval
+                if self._check_orphans or time.monotonic() < self._resume_at:
+                    wait = self._resume_at - time.monotonic()
+                    if wait <= 0:
+                        if self._claims:  # each one wakes us when it ends
+                            wait = self.settings.poll_interval
+                        else:
+                            await self._release_orphans_after_failure(idle[0])
+                            continue
+                else:
+                    free = self.free_slots()
+                    if free > 0 and self._more and idle and (not self._claims or free >= target):
+                        self._launch(idle, min(free, limit))
+                        continue
+                self._wake.clear()
+                try:
+                    async with asyncio.timeout(max(wait, 0.001)):
+                        await self._wake.wait()
+                except TimeoutError:
+                    self._more = True
+        finally:
+            while self._claims:
+                await asyncio.wait(set(self._claims))
+
+    def _launch(self, idle: list[Link], n: int) -> None:
+        link = idle.pop()
+        self._reserved += n
+        self._claim_seq += 1
+        task = asyncio.get_running_loop().create_task(
+            self._claim(link, n, self._claim_seq, idle), name="jobtui-claim"
+        )
+        self._claims.add(task)
+        task.add_done_callback(self._claims.discard)
+
+    async def _claim(self, link: Link, n: int, seq: int, idle: list[Link]) -> None:
+        pokes = self._pokes
+        try:
+            t0 = time.monotonic()
+            rows = await self.db.claim(link, self.kinds, n)
+            if len(rows) == n and time.monotonic() - t0 > SLOW_CLAIM_S:
+                self.on_slow_claim()
+        except Exception as exc:
+            if isinstance(exc, psycopg.Error):
+                delay = link.failed(exc)
+            else:
+                log.exception("worker=%s event=claim_error", self.worker_id)
+                delay = 1.0
+            self._check_orphans = True
+            self._resume_at = max(self._resume_at, time.monotonic() + delay)
+            return
+        finally:
+            self._reserved -= n
+            idle.append(link)
+            self._wake.set()
+        # The latest claim says whether more is waiting (an older one's locks were skipped by
+        # it, not missed); a NOTIFY during the claim may be for a job its snapshot missed.
+        if seq >= self._more_seq:
+            self._more_seq = seq
+            self._more = len(rows) == n or self._pokes != pokes
+        if rows:
+            self._start(rows)
+            self.on_claimed(t0)
+
+    async def _release_orphans_after_failure(self, link: Link) -> None:
+        try:
+            await self.release_orphans(link)
+        except psycopg.Error as exc:
+            self._resume_at = time.monotonic() + link.failed(exc)
+        except Exception:
+            log.exception("worker=%s event=claim_error", self.worker_id)
+            self._resume_at = time.monotonic() + 1.0
+        else:
+            self._check_orphans = False
+
+    async def release_orphans(self, link: Link, *, abandoned: bool = False) -> None:
+        """Release rows locked by us that we do not know about (see `known_ids`)."""
+        ids = await self.db.release_orphans(link, self.known_ids(abandoned=abandoned))
+        if ids:
+            log.warning(
+                "worker=%s event=released_orphans count=%d ids=%s",
+                self.worker_id,
+                len(ids),
+                short_ids(ids),
+            )
+
+    # ------------------------------------------------------------------- jobs
+
+    def _start(self, rows: list[tuple[Any, ...]]) -> None:
+        create = asyncio.get_running_loop().create_task
+        now = time.monotonic()
+        for row in rows:
+            job = Running(row, self.specs[row[1]], self.worker_id, now)
+            self.running[job.key] = job
+            job.task = create(self._run(job))
+        self.idle.clear()
+
+    async def _run(self, job: Running) -> None:
+        job.started = True
+        t0 = time.perf_counter()
+        error: BaseException | None
+        if job.why is not None:  # stopped before it started
+            error = asyncio.CancelledError()
+        elif isinstance(job.payload, UndecodablePayload):
+            error = job.payload  # the handler cannot be given it: this attempt fails
+        else:
+            error = await run_handler(job, self.executor, self.threads)
+        self._finish(job, error, (time.perf_counter() - t0) * 1000.0)
+
+    def _finish(self, job: Running, error: BaseException | None, ms: float) -> None:
+        del self.running[job.key]
+        out, stats, kind = self.flusher.outcomes, self.flusher.stats, job.ctx.kind
+        if error is None:
+            out.done.append(job.key)
+            stats.done(kind, ms)
+            self.counts["done"] += 1
+        elif job.why == "cancel":
+            out.cancelled.append(job.key)
+            self.counts["cancelled"] += 1
+        elif job.why in ("shutdown", "lost"):
+            out.released.append(job.key)
+        else:
+            fate = record_failure(
+                out,
+                job.spec,
+                job.id,
+                job.attempt,
+                job.ctx.max_attempts,
+                error,
+                timed_out=job.timed_out,
+            )
+            stats.failed(kind)
+            self.counts["failed"] += 1
+            if fate == "dead":
+                stats.dead(kind)
+                self.counts["dead"] += 1
+        self.flusher.wake()
+        if not self.running:
+            self.idle.set()
+        if self._more or self.threads.abandoned:
+            self._wake.set()
+
+    def interrupt(self, job: Running, why: str) -> None:
+        if job.interrupt(why):
+            log.debug("worker=%s event=interrupt job=%d why=%s", self.worker_id, job.id, why)
+
+    def interrupt_all(self, why: str) -> None:
+        for job in list(self.running.values()):
+            self.interrupt(job, why)
+
+    def shutdown_executor(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=False, cancel_futures=True)

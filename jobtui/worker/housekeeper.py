@@ -1,0 +1,189 @@
+"""Rescue, sweeps, pruning, ANALYZE and queue samples: the housekeeper's chores.
+
+Promise kept: no chore can hold up anything else, and none waits for a lock. The housekeeper
+has its own connection whose every statement runs under `lock_timeout` and `statement_timeout`
+(settings `housekeeping_lock_timeout`, `housekeeping_timeout`); a chore blocked by a lock (an
+ANALYZE behind a VACUUM or CREATE INDEX CONCURRENTLY, say) is cancelled by PostgreSQL, skipped,
+logged, and tried again on its next turn. The heartbeat lives elsewhere (liveness.py).
+
+Every heartbeat interval: rescue jobs of lost workers (judged by their owners' own timeouts)
+and write the minute's queue sample; when a claim was slow: ANALYZE jobs (at most once a
+minute); every prune interval: bury exhausted rows, end unlocked rows whose cancel was
+requested, forget long-dead worker rows, prune finished jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any
+
+import psycopg
+
+from jobtui.db import describe_error
+from jobtui.worker.dispatcher import Dispatcher
+from jobtui.worker.link import Link
+from jobtui.worker.outcomes import short_ids
+from jobtui.worker.settings import WorkerSettings
+from jobtui.worker.statements import WorkerDB
+from jobtui.worker.stats import StatsBuffer
+
+log = logging.getLogger("jobtui.worker")
+
+ANALYZE_AT_MOST_EVERY_S = 60.0
+SUMMARY_EVERY_S = 10.0
+
+
+class Housekeeper:
+    """The slow, skippable chores of one worker."""
+
+    def __init__(
+        self,
+        db: WorkerDB,
+        link: Link,
+        settings: WorkerSettings,
+        dispatcher: Dispatcher,
+        stats: StatsBuffer,
+    ) -> None:
+        self.db = db
+        self.link = link
+        self.settings = settings
+        self.dispatcher = dispatcher
+        self.stats = stats
+        self.skipped = 0  # chores skipped because they were blocked or too slow
+        self.rescued = 0
+        self._analyze_wanted = False
+        self._last_analyze = -ANALYZE_AT_MOST_EVERY_S
+        self._wake = asyncio.Event()
+
+    def want_analyze(self) -> None:
+        """A full claim was slow: the planner's statistics of `jobs` are probably stale."""
+        self._analyze_wanted = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        s = self.settings
+        now = time.monotonic()
+        next_rescue = now
+        next_prune = now + min(5.0, s.prune_interval)
+        next_summary = now + SUMMARY_EVERY_S
+        last_sample_minute = -1
+        while True:
+            now = time.monotonic()
+            if self._analyze_wanted and now - self._last_analyze >= ANALYZE_AT_MOST_EVERY_S:
+                self._analyze_wanted = False
+                self._last_analyze = now
+                if await self._chore("analyze", self.db.analyze(self.link)):
+                    log.info("worker=%s event=analyzed reason=slow_claim", self.db.worker_id)
+            if now >= next_rescue:
+                next_rescue = now + s.heartbeat_interval
+                rescue = self.db.rescue(self.link, s.lock_timeout)
+                self._rescued(await self._chore("rescue", rescue))
+                minute = int(time.time() // 60)
+                if minute != last_sample_minute and await self._chore(
+                    "queue_sample", self.db.queue_sample(self.link), default=False, ok=True
+                ):
+                    last_sample_minute = minute
+            if now >= next_prune:
+                next_prune = now + s.prune_interval
+                await self._slow_chores()
+            if now >= next_summary:
+                next_summary = now + SUMMARY_EVERY_S
+                self._summary()
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                wait = min(next_rescue, next_prune, next_summary) - time.monotonic()
+                async with asyncio.timeout(max(0.0, wait)):
+                    await self._wake.wait()
+
+    async def _slow_chores(self) -> None:
+        db, link = self.db, self.link
+        self._rescued(await self._chore("sweep", db.bury_exhausted(link, self.dispatcher.kinds)))
+        ended = await self._chore("finish_cancelled", db.finish_cancelled(link), default=0)
+        if ended:
+            log.info("worker=%s event=cancel_requests_ended count=%d", db.worker_id, ended)
+        await self._chore("forget_workers", db.forget_stale_workers(link))
+        pruned = await self._chore(
+            "prune", db.prune(link, self.settings.retention.total_seconds()), default=0
+        )
+        if pruned:
+            log.info("worker=%s event=pruned count=%d", db.worker_id, pruned)
+
+    async def _chore(
+        self, name: str, work: Awaitable[Any], default: Any = None, ok: Any = None
+    ) -> Any:
+        """Run one chore; its result (or `ok` when it returns nothing), `default` if skipped."""
+        try:
+            result = await work
+        except psycopg.Error as exc:
+            self.skipped += 1
+            if _connection_lost(exc):
+                await asyncio.sleep(self.link.failed(exc))
+            else:
+                log.warning(
+                    "worker=%s event=chore_skipped chore=%s error=%s",
+                    self.db.worker_id,
+                    name,
+                    describe_error(exc),
+                )
+            return default
+        except Exception:
+            self.skipped += 1
+            log.exception("worker=%s event=chore_error chore=%s", self.db.worker_id, name)
+            return default
+        return ok if result is None and ok is not None else result
+
+    def _rescued(self, rows: list[tuple[str, int, str]] | None) -> None:
+        """Count and log rows (fate, id, kind) that rescue or the sweep moved."""
+        if not rows:
+            return
+        fates: dict[str, list[int]] = {}
+        for fate, job_id, kind in rows:
+            fates.setdefault(fate, []).append(job_id)
+            if fate == "dead":
+                self.stats.dead(kind)
+        self.rescued += len(rows)
+        log.info(
+            "worker=%s event=rescued %s ids=%s",
+            self.db.worker_id,
+            " ".join(f"{fate}={len(ids)}" for fate, ids in sorted(fates.items())),
+            short_ids([r[1] for r in rows]),
+        )
+        if "stuck" in fates:
+            log.error(
+                "worker=%s event=rescue_stuck ids=%s reason=id already in dead_letters; "
+                "left unlocked with no attempt left",
+                self.db.worker_id,
+                short_ids(fates["stuck"]),
+            )
+        self.dispatcher.poke()
+
+    def _summary(self) -> None:
+        c, d = self.dispatcher.counts, self.dispatcher
+        if any(c.values()) or d.running or self.rescued or d.threads.abandoned:
+            log.info(
+                "worker=%s event=summary done=%d failed=%d dead=%d cancelled=%d rescued=%d "
+                "running=%d abandoned=%d skipped_chores=%d period_s=%g",
+                self.db.worker_id,
+                c["done"],
+                c["failed"],
+                c["dead"],
+                c["cancelled"],
+                self.rescued,
+                len(d.running),
+                d.threads.abandoned,
+                self.skipped,
+                SUMMARY_EVERY_S,
+            )
+        for key in c:
+            c[key] = 0
+        self.rescued = 0
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """The connection broke (as opposed to one statement blocked, too slow or refused)."""
+    state = exc.sqlstate
+    return state is None or state[:2] == "08" or state in {"57P01", "57P02", "57P03"}

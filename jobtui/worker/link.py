@@ -1,0 +1,115 @@
+"""One long-lived worker connection that is reopened, with back-off, after it breaks.
+
+Promise kept: no worker statement waits for ever. Every connection has TCP keepalives (a peer
+that vanished is noticed within seconds, not after the kernel's two hours) and its own
+`statement_timeout` and `lock_timeout`, so a claim stuck on a half-open connection cannot hold
+its slots for ever and a housekeeping statement blocked by a lock is cut short.
+
+The worker keeps a few of these (claims, flush, liveness, housekeeping) rather than a pool:
+each has one job, so statements on one never wait behind another's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import psycopg
+
+from jobtui.config import connect_kwargs
+from jobtui.db import describe_error
+from jobtui.sql import queries
+
+log = logging.getLogger("jobtui.worker")
+
+MAX_BACKOFF_S = 5.0
+# libpq keepalives: probe after 10 s idle, every 5 s, give up after 3 misses; and give up on
+# unacknowledged writes after 30 s (tcp_user_timeout, in ms).
+KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+
+
+async def open_connection(dsn: str, app: str) -> psycopg.AsyncConnection:
+    """An autocommit connection with keepalives and a bounded connect timeout."""
+    kwargs: dict[str, Any] = {**KEEPALIVES, **connect_kwargs()}
+    return await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, application_name=app, **kwargs
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors a retry can cure: connection loss, timeouts, lock waits, deadlocks,
+    serialization failures, server shutdown or lack of resources. Anything else (a constraint,
+    a missing privilege, bad data) fails again the same way."""
+    state = getattr(exc, "sqlstate", None)
+    if state is None:  # raised by the client: the connection broke or could not be made
+        return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError)
+    return state[:2] in {"08", "40", "53", "57", "58"} or state == "55P03"
+
+
+class Link:
+    """An autocommit AsyncConnection opened on first use and after a failure."""
+
+    def __init__(
+        self, dsn: str, name: str, *, statement_timeout: float, lock_timeout: float = 0.0
+    ) -> None:
+        self.dsn = dsn
+        self.name = name
+        self.failures = 0
+        self.statement_timeout = statement_timeout
+        self.lock_timeout = lock_timeout
+        self._conn: psycopg.AsyncConnection | None = None
+
+    async def connection(self) -> psycopg.AsyncConnection:
+        if self._conn is None or self._conn.closed:
+            conn = await open_connection(self.dsn, f"jobtui worker ({self.name})")
+            try:
+                await conn.execute(
+                    queries().worker_session_timeouts,
+                    {
+                        "statement_timeout": f"{int(self.statement_timeout * 1000)}ms",
+                        "lock_timeout": f"{int(self.lock_timeout * 1000)}ms",
+                    },
+                )
+            except BaseException:
+                await conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    async def fetch(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement; its rows (empty when it returns none)."""
+        conn = await self.connection()
+        cur = await conn.execute(sql, params)
+        rows = await cur.fetchall() if cur.description is not None else []
+        if self.failures:
+            log.info("db=%s event=reconnected after=%d failures", self.name, self.failures)
+            self.failures = 0
+        return rows
+
+    def failed(self, exc: BaseException) -> float:
+        """Note a failure; returns how long to wait before trying again."""
+        self.failures += 1
+        if self.failures == 1 or self.failures % 20 == 0:
+            log.warning(
+                "db=%s event=db_error failures=%d error=%s",
+                self.name,
+                self.failures,
+                describe_error(exc),
+            )
+        conn = self._conn
+        if conn is not None and (conn.broken or conn.closed):
+            self._conn = None
+        return min(MAX_BACKOFF_S, 0.05 * 2 ** min(self.failures, 10))
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):  # closing a dead connection may fail
+                await conn.close()

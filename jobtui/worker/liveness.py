@@ -1,0 +1,111 @@
+"""The heartbeat, and what the database says about the jobs this worker runs.
+
+Promises kept: liveness is judged by the owner's own settings (the heartbeat writes this
+worker's interval and timeout into its `workers` row, and rescuers read them there), and
+nothing the worker does for housekeeping can delay its heartbeat: this task has its own
+connection, does nothing but heartbeat and check its jobs, and every statement it runs is cut
+short by a statement timeout well under the heartbeat timeout, then tried again.
+
+Checking its jobs delivers cancellations (at once: the listener wakes this task on a 'cancel'
+NOTIFY) and stops handlers whose job was rescued from under this worker (seen when the
+database no longer says this worker holds that attempt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from jobtui.worker.dispatcher import Dispatcher
+from jobtui.worker.link import Link
+from jobtui.worker.statements import WorkerDB
+from jobtui.worker.stats import StatsBuffer
+
+log = logging.getLogger("jobtui.worker")
+
+
+class Liveness:
+    """Heartbeat every `interval` seconds and check this worker's jobs."""
+
+    def __init__(
+        self,
+        db: WorkerDB,
+        link: Link,
+        dispatcher: Dispatcher,
+        stats: StatsBuffer,
+        interval: float,
+        row: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.db = db
+        self.link = link
+        self.dispatcher = dispatcher
+        self.stats = stats
+        self.interval = interval
+        self.row = row  # the worker's `workers` row as heartbeat parameters
+        self.check_jobs = asyncio.Event()
+        self._cancel_noted = 0.0  # monotonic time of the last 'cancel' NOTIFY
+
+    def note_cancel(self) -> None:
+        """A cancel committed somewhere: check this worker's jobs now."""
+        self._cancel_noted = time.monotonic()
+        self.check_jobs.set()
+
+    def claimed(self, claim_started: float) -> None:
+        """A claim that began at `claim_started` returned jobs. A cancel NOTIFY since then may
+        be for one of them (the claim skips only cancels committed before its snapshot), and
+        the check it caused ran before they were known: check again."""
+        if self._cancel_noted >= claim_started:
+            self.check_jobs.set()
+
+    async def beat(self) -> None:
+        """One heartbeat; it also tells the statistics what time the server says it is."""
+        before = time.time()
+        server = await self.db.heartbeat(self.link, self.row())
+        self.stats.set_server_time(server, before, time.time())
+
+    async def run(self) -> None:
+        next_beat = time.monotonic() + self.interval
+        while True:
+            try:
+                if self.check_jobs.is_set():
+                    self.check_jobs.clear()
+                    await self.check_my_jobs()
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + self.interval
+                    await self.beat()
+                    await self.check_my_jobs()
+            except psycopg.Error as exc:
+                next_beat = min(next_beat, time.monotonic() + self.link.failed(exc))
+            except Exception:
+                log.exception("worker=%s event=liveness_error", self.db.worker_id)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, next_beat - time.monotonic())):
+                    await self.check_jobs.wait()
+
+    async def check_my_jobs(self) -> None:
+        """Deliver cancellations, and stop handlers whose attempt is no longer ours."""
+        running = self.dispatcher.running
+        if not running:
+            return
+        asked = time.monotonic()
+        mine = await self.db.my_jobs(self.link)
+        for job in list(running.values()):
+            seen = mine.get(job.id)
+            if seen is None or seen[0] != job.attempt:
+                if job.claimed_at < asked and job.why is None:
+                    log.warning(
+                        "worker=%s event=job_lost job=%d attempt=%d "
+                        "reason=no longer locked by this worker; stopping its handler",
+                        self.db.worker_id,
+                        job.id,
+                        job.attempt,
+                    )
+                    self.dispatcher.interrupt(job, "lost")
+            elif seen[1]:
+                self.dispatcher.interrupt(job, "cancel")

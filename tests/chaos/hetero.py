@@ -1,0 +1,446 @@
+"""Heterogeneous chaos run: what an operator's ordinary week does to the engine, at once.
+
+Usage: python tests/chaos/hetero.py [--jobs 3000] [--workers 3] [--seconds 60]
+
+On its own embedded PostgreSQL it runs worker processes with *different* heartbeat intervals
+and timeouts, restarted one by one with changed settings (a rolling deploy, SIGTERM), on plain
+and async handlers, some overrunning their timeouts, some ignoring cancellation
+(hetero_app.py). While it runs: operators cancel, requeue dead letters and pause kinds; a
+VACUUM, a CREATE INDEX CONCURRENTLY and a long open transaction hold their locks; workers are
+SIGKILLed; PostgreSQL restarts once. Then it waits for the queue to drain and checks, from the
+ledger the handlers wrote themselves:
+
+- overlapping attempts while heartbeats were current: two executions of one job at the same
+  time, unless the first was a thread abandoned after its timeout or at shutdown, or its
+  worker had really missed its own heartbeat timeout when the job was rescued (a trigger logs
+  every heartbeat); must be 0;
+- starts after a cancel committed (attempt claimed after the cancel's commit): must be 0;
+- jobs run more than their effective max_attempts: must be 0;
+- lost jobs (not succeeded, cancelled or dead at the end): must be 0.
+Exit status 0 when all four are 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from jobtui.embedded import start_embedded
+from jobtui.enqueue import enqueue_many
+from jobtui.ops import Actor, cancel_jobs, pause_kind, requeue_dead, resume_kind
+from jobtui.schema import migrate
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import hetero_app  # noqa: E402
+from run import _connect  # noqa: E402
+
+# (heartbeat interval, heartbeat timeout) of successive workers: a rolling deploy changes them.
+SETTINGS = [(0.2, 1.5), (1.0, 6.0), (0.5, 3.0), (2.0, 10.0)]
+OPERATOR = Actor("chaos-operator@hetero")
+SETUP = """
+CREATE TABLE chaos_cancels (job_id bigint not null, at timestamptz not null);
+CREATE TABLE chaos_beats (worker text not null, at timestamptz not null, timeout_s float8);
+CREATE FUNCTION chaos_beat() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO chaos_beats VALUES (NEW.id, NEW.heartbeat_at, NEW.heartbeat_timeout_s);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER chaos_beat AFTER INSERT OR UPDATE ON workers
+  FOR EACH ROW EXECUTE FUNCTION chaos_beat();
+"""
+
+
+class Fleet:
+    """Worker processes: started with the next settings, killed, or rolled (SIGTERM)."""
+
+    def __init__(self, dsn: str, env: dict[str, str], log_dir: Path) -> None:
+        self.dsn, self.env = dsn, env
+        self.log = open(log_dir / "workers.log", "ab")  # noqa: SIM115
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.stopping: list[subprocess.Popen[bytes]] = []
+        self.settings = itertools.cycle(SETTINGS)
+        self.killed: dict[int, datetime] = {}
+        self.terminated: dict[int, datetime] = {}
+        self.stopped = False
+
+    def start(self) -> None:
+        beat, timeout = next(self.settings)
+        cmd = [sys.executable, str(HERE / "run_worker.py"), self.dsn, "hetero_app"]
+        cmd += [str(beat), str(timeout)]
+        self.procs.append(
+            subprocess.Popen(cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        )
+
+    def kill_one(self, now: datetime) -> None:
+        victim = random.choice(self.procs)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        self.killed[victim.pid] = now
+        self.procs.remove(victim)
+        self.start()
+
+    def roll_one(self, now: datetime) -> None:
+        """SIGTERM the oldest worker (it drains on its own) and start one with new settings."""
+        oldest = self.procs.pop(0)
+        oldest.send_signal(signal.SIGTERM)
+        self.terminated[oldest.pid] = now
+        self.stopping.append(oldest)
+        self.start()
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        for p in self.procs + self.stopping:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs + self.stopping:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.log.close()
+
+
+def _hold_locks(dsn: str, stop: threading.Event, log: list[str]) -> list[threading.Thread]:
+    """A long open transaction, a CREATE INDEX CONCURRENTLY (which waits for it, holding
+    SHARE UPDATE EXCLUSIVE on jobs all that time, so every ANALYZE is blocked) and VACUUMs,
+    in threads."""
+
+    def long_transaction() -> None:
+        with psycopg.connect(dsn, connect_timeout=3) as conn:
+            # REPEATABLE READ keeps its snapshot: VACUUM cannot clean behind it, and the
+            # CREATE INDEX CONCURRENTLY below waits for it (holding its lock all that time).
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            conn.execute("SELECT count(*) FROM jobs").fetchone()
+            log.append("long transaction open")
+            stop.wait(8.0)
+            conn.rollback()
+        log.append("long transaction closed")
+
+    def index_concurrently() -> None:
+        time.sleep(0.5)
+        with _connect(dsn) as conn:
+            conn.execute("CREATE INDEX CONCURRENTLY chaos_cic ON jobs (kind, priority)")
+            log.append("CREATE INDEX CONCURRENTLY done")
+            conn.execute("DROP INDEX CONCURRENTLY chaos_cic")
+
+    def vacuums() -> None:
+        while not stop.wait(2.0):
+            try:
+                with _connect(dsn) as conn:
+                    conn.execute("VACUUM jobs")
+                log.append("VACUUM")
+            except psycopg.Error:
+                pass
+
+    def guarded(work: Any) -> Any:
+        def run() -> None:
+            try:
+                work()
+            except psycopg.Error as exc:  # the PostgreSQL restart may cut one short
+                log.append(f"{work.__name__} cut short ({type(exc).__name__})")
+
+        return run
+
+    threads = [
+        threading.Thread(target=guarded(f), daemon=True)
+        for f in (long_transaction, index_concurrently, vacuums)
+    ]
+    for t in threads:
+        t.start()
+    return threads
+
+
+async def _operator(dsn: str, ids: list[int], stop: asyncio.Event, counts: dict[str, int]) -> None:
+    """Cancel, requeue dead letters, pause and resume kinds, at random, while it runs."""
+    conn: psycopg.AsyncConnection | None = None
+    kinds = list(hetero_app.LIMITS)
+    while not stop.is_set():
+        await asyncio.sleep(random.uniform(0.1, 0.4))
+        try:
+            if conn is None or conn.closed:
+                conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+            roll = random.random()
+            if roll < 0.5:
+                # Mostly running or pending jobs (cancelling a finished one does nothing).
+                row = await (
+                    await conn.execute(
+                        "SELECT id FROM jobs WHERE finished_at IS NULL "
+                        "AND (locked_at IS NULL) = %s ORDER BY random() LIMIT 1",
+                        (random.random() < 0.5,),
+                    )
+                ).fetchone()
+                job = row[0] if row else random.choice(ids)
+                if await cancel_jobs(conn, "public", [job], actor=OPERATOR):
+                    await conn.execute(
+                        "INSERT INTO chaos_cancels VALUES (%s, clock_timestamp())", (job,)
+                    )
+                    counts["cancels"] += 1
+            elif roll < 0.8:
+                row = await (
+                    await conn.execute("SELECT id FROM dead_letters ORDER BY random() LIMIT 1")
+                ).fetchone()
+                if row and await requeue_dead(conn, "public", [row[0]], actor=OPERATOR):
+                    counts["requeues"] += 1
+            else:
+                kind = random.choice(kinds)
+                await pause_kind(conn, "public", kind, actor=OPERATOR)
+                counts["pauses"] += 1
+                await asyncio.sleep(random.uniform(0.3, 1.0))
+                await resume_kind(conn, "public", kind, actor=OPERATOR)
+        except psycopg.Error:
+            conn = None
+            await asyncio.sleep(0.3)
+
+
+def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str, Any]:
+    one = lambda sql, *p: conn.execute(sql, p).fetchone()[0]  # noqa: E731
+    lost = one(
+        "SELECT count(*) FROM unnest(%s::bigint[]) g(id) "
+        "WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = g.id AND j.finished_at IS NOT NULL)"
+        "  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = g.id)",
+        ids,
+    )
+    after_cancel = one(
+        "SELECT count(*) FROM hetero_ledger l JOIN chaos_cancels c ON c.job_id = l.job_id "
+        "WHERE l.claimed_at > c.at"
+    )
+    over = 0
+    for kind, limit in hetero_app.LIMITS.items():
+        over += one(
+            "SELECT count(*) FROM (SELECT job_id FROM hetero_ledger WHERE kind = %s "
+            "GROUP BY job_id HAVING max(attempt) > %s) x",
+            kind,
+            limit,
+        )
+    # History of every job, wherever it ended: (job, attempt) -> [(error, at)].
+    history: dict[tuple[int, int], list[tuple[str, datetime]]] = {}
+    for job_id, attempt, error, at in conn.execute(
+        "SELECT id, (e->>'attempt')::int, e->>'error', (e->>'at')::timestamptz FROM ("
+        " SELECT id, errors FROM jobs UNION ALL SELECT id, errors FROM dead_letters) t,"
+        " jsonb_array_elements(t.errors) e"
+    ):
+        history.setdefault((job_id, attempt), []).append((error or "", at))
+    beats: dict[str, list[tuple[datetime, float]]] = {}
+    for worker, at, timeout_s in conn.execute("SELECT worker, at, timeout_s FROM chaos_beats"):
+        beats.setdefault(worker, []).append((at, timeout_s))
+    rows = conn.execute(
+        "SELECT job_id, attempt, pid, worker, claimed_at, started_at, ended_at "
+        "FROM hetero_ledger ORDER BY job_id, started_at"
+    ).fetchall()
+    figures = {
+        "overlapping (violations)": 0,
+        "overlaps after an abandoned thread": 0,
+        "overlaps after a missed heartbeat": 0,
+    }
+    by_job: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        by_job.setdefault(r[0], []).append(r)
+    for runs in by_job.values():
+        for i, a in enumerate(runs):
+            a_end = a[6] or fleet.killed.get(a[2])
+            for b in runs[i + 1 :]:
+                if a_end is not None and b[5] >= a_end:
+                    continue
+                figures[_classify(a, b, history, beats, fleet)] += 1
+    if lost:
+        missing = conn.execute(
+            "SELECT g.id, j.finished_at, j.locked_by, j.attempts FROM unnest(%s::bigint[]) g(id) "
+            "LEFT JOIN jobs j ON j.id = g.id WHERE NOT EXISTS (SELECT 1 FROM dead_letters d "
+            "WHERE d.id = g.id) AND (j.id IS NULL OR j.finished_at IS NULL) LIMIT 10",
+            (ids,),
+        ).fetchall()
+        print(f"  lost jobs (id, finished_at, locked_by, attempts): {missing}", flush=True)
+    return {
+        "jobs enqueued": len(ids),
+        "executions": len(rows),
+        "lost": lost,
+        "started after cancel": after_cancel,
+        "over effective max_attempts": over,
+        **figures,
+        "workers killed": len(fleet.killed),
+        "workers rolled (SIGTERM, new settings)": len(fleet.terminated),
+    }
+
+
+def _classify(
+    a: tuple[Any, ...],
+    b: tuple[Any, ...],
+    history: dict[tuple[int, int], list[tuple[str, datetime]]],
+    beats: dict[str, list[tuple[datetime, float]]],
+    fleet: Fleet,
+) -> str:
+    """Why attempt `b` ran while `a` still did: excused at-least-once cases, or a violation."""
+    entries = history.get((a[0], a[1]), [])
+    if any(e.startswith("TimeoutError") for e, _ in entries):
+        return "overlaps after an abandoned thread"  # a's thread overran its timeout
+    term = fleet.terminated.get(a[2])
+    if term is not None and b[4] is not None and b[4] >= term and b[1] == a[1]:
+        return "overlaps after an abandoned thread"  # released at shutdown, thread ran on
+    for error, at in entries:
+        if error.startswith("WorkerLost"):
+            seen = [(t, to) for t, to in beats.get(a[3], []) if t <= at]
+            if seen:
+                last, timeout_s = max(seen)
+                if (at - last).total_seconds() >= timeout_s:
+                    return "overlaps after a missed heartbeat"
+    return "overlapping (violations)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", type=int, default=3000)
+    ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--kill-every", type=float, default=3.0)
+    ap.add_argument("--roll-every", type=float, default=4.0)
+    ap.add_argument("--max-sleep", type=float, default=0.1)
+    ap.add_argument("--seconds", type=float, default=60.0, help="how long the chaos lasts")
+    ap.add_argument("--timeout", type=float, default=300.0, help="give up draining after this")
+    args = ap.parse_args(argv)
+    return asyncio.run(_main(args))
+
+
+async def _main(args: argparse.Namespace) -> int:
+    root = Path(tempfile.mkdtemp(prefix="jobtui-hetero-"))
+    server = start_embedded(root / "pg")
+    fleet: Fleet | None = None
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE chaos")
+        dsn = conninfo.make_conninfo(server.dsn, dbname="chaos")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            migrate(conn, "public")
+            conn.execute(hetero_app.LEDGER_DDL)
+            conn.execute(SETUP)
+            kinds = list(hetero_app.LIMITS)
+            enqueue_many(
+                conn,
+                [
+                    {"kind": k, "payload": {"n": i}, "max_attempts": hetero_app.ROW_MAX[k]}
+                    for i in range(args.jobs)
+                    for k in [kinds[i % len(kinds)]]
+                ],
+            )
+            ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
+            conn.execute("ANALYZE")
+        env = dict(os.environ)
+        env.update(
+            CHAOS_DSN=dsn,
+            CHAOS_MAX_SLEEP=str(args.max_sleep),
+            CHAOS_CONCURRENCY=str(args.concurrency),
+            CHAOS_GRACE="1.0",
+            PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
+        )
+        print(
+            f"hetero chaos: {args.jobs} jobs, {args.workers} workers, heartbeat settings "
+            f"{SETTINGS}, kill every {args.kill_every}s, roll every {args.roll_every}s, "
+            f"{args.seconds}s of chaos, cores: {os.cpu_count()}",
+            flush=True,
+        )
+        fleet = Fleet(dsn, env, root)
+        for _ in range(args.workers):
+            fleet.start()
+        watch = _connect(dsn)
+
+        def now() -> datetime:
+            nonlocal watch
+            while True:
+                try:
+                    return watch.execute("SELECT clock_timestamp()").fetchone()[0]  # type: ignore[index]
+                except psycopg.OperationalError:
+                    watch = _connect(dsn)
+
+        def pending() -> int:
+            nonlocal watch
+            while True:
+                try:
+                    row = watch.execute("SELECT count(*) FROM jobs WHERE finished_at IS NULL")
+                    return int(row.fetchone()[0])  # type: ignore[index]
+                except psycopg.OperationalError:
+                    watch = _connect(dsn)
+
+        stop_ops, stop_locks = asyncio.Event(), threading.Event()
+        counts = {"cancels": 0, "requeues": 0, "pauses": 0}
+        operator = asyncio.create_task(_operator(dsn, ids, stop_ops, counts))
+        lock_log: list[str] = []
+        t0 = time.monotonic()
+        next_kill, next_roll = t0 + args.kill_every, t0 + args.roll_every
+        locks_started = restarted = False
+        while True:
+            await asyncio.sleep(0.05)
+            t = time.monotonic()
+            if t - t0 > args.seconds:
+                stop_ops.set()
+                if pending() == 0 or t - t0 > args.seconds + args.timeout:
+                    break
+                continue
+            if not locks_started and t - t0 > 1.0:
+                locks_started = True
+                _hold_locks(dsn, stop_locks, lock_log)
+            if t >= next_kill:
+                fleet.kill_one(now())
+                next_kill = t + args.kill_every
+                if not restarted and t - t0 > 10.0:  # after the long transaction ends
+                    print("hetero chaos: restarting PostgreSQL", flush=True)
+                    await asyncio.to_thread(server.restart, down_for=1.0)
+                    restarted = True
+            if t >= next_roll:
+                fleet.roll_one(now())
+                next_roll = t + args.roll_every
+            if pending() == 0 and t - t0 > 5:
+                # Keep the operators busy: requeued dead letters come back as work.
+                await asyncio.sleep(0.2)
+        stop_ops.set()
+        stop_locks.set()
+        await operator  # its last action may have requeued a job: drain that too
+        while pending() and time.monotonic() - t0 < args.seconds + args.timeout:
+            await asyncio.sleep(0.1)
+        elapsed = time.monotonic() - t0
+        left = pending()
+        await asyncio.to_thread(fleet.stop)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            figures = analyse(conn, ids, fleet)
+        figures.update({f"operator {k}": v for k, v in counts.items()})
+        figures["pending at the end"] = left
+        figures["locks held"] = ", ".join(dict.fromkeys(lock_log)) or "none"
+        figures["elapsed s"] = round(elapsed, 1)
+        for name, value in figures.items():
+            print(f"  {name}: {value}", flush=True)
+        ok = (
+            figures["lost"] == 0
+            and figures["overlapping (violations)"] == 0
+            and figures["started after cancel"] == 0
+            and figures["over effective max_attempts"] == 0
+            and left == 0
+        )
+        print("hetero chaos: OK" if ok else "hetero chaos: FAILED", flush=True)
+        if not ok:
+            print(f"hetero chaos: worker logs in {root / 'workers.log'}", flush=True)
+        return 0 if ok else 1
+    finally:
+        if fleet is not None:
+            fleet.stop()  # also when the run itself fails: no worker outlives it
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

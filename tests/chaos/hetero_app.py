@@ -1,0 +1,116 @@
+"""Handlers of the heterogeneous chaos run: plain and async, well-behaved and not.
+
+Every execution writes a ledger row from its own connection: which job and attempt, which
+worker process, when the attempt was claimed (the row's `locked_at`, read at start), when the
+handler started and ended. The run is judged from this ledger, not from what workers report.
+
+- `h_plain`: plain, polls its cancel event, fails at random; handler limit 3 (rows say 5).
+- `h_async`: async, fails at random; no handler limit (rows are enqueued with 4).
+- `h_overrun`: plain with a 0.25 s timeout; a third of the time sleeps 0.5 s ignoring its
+  cancel event, so its thread is abandoned while its job is retried; handler limit 3.
+- `h_stubborn`: async, swallows its first cancellation and carries on; handler limit 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from typing import Any
+
+from chaos_app import _write  # the ledger writer that rides out a database restart
+
+from jobtui.registry import Registry
+from jobtui.worker import current_job
+
+registry = Registry()
+FAIL_RATE = float(os.environ.get("CHAOS_FAIL_RATE", "0.2"))
+MAX_SLEEP_S = float(os.environ.get("CHAOS_MAX_SLEEP", "0.1"))
+LIMITS = {"h_plain": 3, "h_async": 4, "h_overrun": 3, "h_stubborn": 2}  # effective
+ROW_MAX = {"h_plain": 5, "h_async": 4, "h_overrun": 5, "h_stubborn": 5}  # at enqueue
+
+LEDGER_DDL = """
+CREATE TABLE hetero_ledger (
+  entry      bigserial primary key,
+  job_id     bigint not null,
+  attempt    int not null,
+  kind       text not null,
+  pid        int not null,
+  worker     text not null,
+  claimed_at timestamptz,
+  started_at timestamptz not null default clock_timestamp(),
+  ended_at   timestamptz
+)"""
+
+
+def start(job_id: int, attempt: int, kind: str, worker: str) -> int:
+    return _write(
+        "INSERT INTO hetero_ledger (job_id, attempt, kind, pid, worker, claimed_at) "
+        "VALUES (%s, %s, %s, %s, %s, (SELECT locked_at FROM jobs WHERE id = %s "
+        "AND attempts = %s AND locked_by = %s)) RETURNING entry",
+        (job_id, attempt, kind, os.getpid(), worker, job_id, attempt, worker),
+    )
+
+
+def end(entry: int) -> None:
+    _write(
+        "UPDATE hetero_ledger SET ended_at = clock_timestamp() WHERE entry = %s RETURNING entry",
+        (entry,),
+    )
+
+
+def _begin() -> int:
+    job = current_job()
+    return start(job.id, job.attempt, job.kind, job.worker_id)
+
+
+def _maybe_fail() -> None:
+    if random.random() < FAIL_RATE:
+        raise RuntimeError(f"chaos: simulated failure of job {current_job().id}")
+
+
+@registry.handler("h_plain", max_attempts=3, backoff_base=0.05, backoff_cap=0.3)
+def h_plain(payload: dict[str, Any]) -> None:
+    entry = _begin()
+    try:
+        if current_job().cancelled.wait(random.random() * MAX_SLEEP_S):
+            current_job().check_cancelled()
+        _maybe_fail()
+    finally:
+        end(entry)
+
+
+@registry.handler("h_async", backoff_base=0.05, backoff_cap=0.3)
+async def h_async(payload: dict[str, Any]) -> None:
+    job = current_job()
+    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
+    try:
+        await asyncio.sleep(random.random() * MAX_SLEEP_S)
+        _maybe_fail()
+    finally:
+        await asyncio.shield(asyncio.to_thread(end, entry))
+
+
+@registry.handler("h_overrun", max_attempts=3, timeout=0.25, backoff_base=0.05, backoff_cap=0.3)
+def h_overrun(payload: dict[str, Any]) -> None:
+    entry = _begin()
+    try:
+        time.sleep(0.5 if random.random() < 0.33 else random.random() * 0.1)
+        _maybe_fail()
+    finally:
+        end(entry)
+
+
+@registry.handler("h_stubborn", max_attempts=2, backoff_base=0.05, backoff_cap=0.3)
+async def h_stubborn(payload: dict[str, Any]) -> None:
+    job = current_job()
+    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
+    try:
+        try:
+            await asyncio.sleep(random.random() * MAX_SLEEP_S * 2)
+        except asyncio.CancelledError:  # ignores its cancellation (once) and carries on
+            await asyncio.sleep(0.2)
+        _maybe_fail()
+    finally:
+        await asyncio.shield(asyncio.to_thread(end, entry))
