@@ -653,7 +653,8 @@ async def test_reconnects_when_its_connections_are_killed_and_loses_nothing(
             killed += await fetchval(
                 aconn,
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-                "WHERE application_name LIKE 'jobtui worker%' AND pid <> pg_backend_pid()",
+                "WHERE application_name LIKE 'jobtui worker%' AND pid <> pg_backend_pid() "
+                "AND datname = current_database()",
             )
         assert killed >= 8
         assert await pending(aconn) > 0, "the kills happened while jobs were flowing"
