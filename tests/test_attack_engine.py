@@ -1,0 +1,286 @@
+"""Attacks on issue 9's promises: real workers, real sessions, settings the suite does not use.
+
+Each test here reproduced a broken promise on a real PostgreSQL when it was written; it is
+marked xfail(strict=True) so the suite stays green until the engine is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from apps.helpers import fetchall, running_worker, wait_until
+
+from jobtui import enqueue
+from jobtui.registry import Registry
+from jobtui.worker import current_job
+
+HERE = Path(__file__).parent
+FAST_RESCUER = {"kinds": ["quick"], "heartbeat_interval": 0.2, "heartbeat_timeout": 1.0}
+
+
+def spawn(argvs: list[list[str]], log_path: Path) -> list[subprocess.Popen[bytes]]:
+    """Helper processes (workers of tests/apps/basic.py, an operator), each its own loop."""
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    with open(log_path, "wb") as log:
+        return [
+            subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env) for argv in argvs
+        ]
+
+
+def worker_argv(dsn: str, options: dict[str, Any]) -> list[str]:
+    return [sys.executable, str(HERE / "apps" / "run_worker.py"), dsn, json.dumps(options)]
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        proc.kill()
+        proc.wait(10)
+
+
+async def big_claim_race(
+    dsn: str, aconn: psycopg.AsyncConnection, reg: Registry, helpers: list[subprocess.Popen[bytes]]
+) -> None:
+    """Eight ~14 MB payloads (about 1.5 s of json.loads in one claim) claimed by an in-process
+    worker with a 0.2 s / 1 s heartbeat, while `helpers` (a rescuer first) run beside it."""
+    await aconn.execute(
+        "INSERT INTO jobs (kind, payload) SELECT 'big', "
+        "(SELECT jsonb_agg(i % 250) FROM generate_series(1, 3000000) i) FROM generate_series(1, 8)"
+    )
+    try:
+        await wait_until(
+            lambda: fetchall(aconn, "SELECT 1 FROM workers"), what="the rescuer to register"
+        )
+        async with running_worker(
+            dsn, reg, concurrency=8, heartbeat_interval=0.2, heartbeat_timeout=1.0
+        ):
+            await asyncio.sleep(3.0)
+    finally:
+        stop(helpers)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack: the sweep judges rows by the sweeping worker's own handler limit, not "
+        "the limit the claim wrote into the row"
+    ),
+)
+async def test_a_worker_with_a_lower_handler_limit_buries_a_retrying_job_the_claim_allowed_more(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """Rolling deploy that raises `max_attempts` of a kind from 1 to 5. The new worker claims
+    the job and writes 5 into the row (the limit "written into the row at claim"); its first
+    attempt fails and waits for its retry. An old worker's sweep then judges the row by its
+    own handler's limit (1), not the row's, and moves the job to dead letters after one
+    attempt of five."""
+    new, old = Registry(), Registry()
+
+    @new.handler("flaky", max_attempts=5, backoff_base=30.0, jitter=0.0)
+    async def flaky_new(payload: Any) -> None:
+        raise RuntimeError("transient")
+
+    @old.handler("flaky", max_attempts=1)
+    async def flaky_old(payload: Any) -> None:
+        raise RuntimeError("transient")
+
+    job_id = await enqueue(aconn, "flaky", {}, max_attempts=3)
+    async with running_worker(dsn, new):
+        await wait_until(
+            lambda: fetchall(
+                aconn,
+                "SELECT 1 FROM jobs WHERE id = %s AND attempts = 1 "
+                "AND locked_by IS NULL AND max_attempts = 5",
+                (job_id,),
+            ),
+            what="the first attempt to fail and wait for its retry, limit 5 in the row",
+        )
+    async with running_worker(dsn, old, prune_interval=0.2):
+        await asyncio.sleep(2.0)  # the first sweep runs min(5, prune_interval) after start
+    dead = await fetchall(aconn, "SELECT reason FROM dead_letters WHERE id = %s", (job_id,))
+    assert dead == [], dead
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack: a shutdown release gives the attempt back, so a max_attempts=1 handler "
+        "is started twice"
+    ),
+)
+async def test_a_max_attempts_1_handler_stopped_by_a_shutdown_starts_a_second_time(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """README: "Never more than `max_attempts` attempts." A handler with max_attempts=1 that
+    is interrupted by its worker's shutdown is released with its attempt given back, and the
+    next worker starts it again: two starts of a one-attempt job, both told attempt 1."""
+    reg = Registry()
+    starts: list[tuple[int, str]] = []
+
+    @reg.handler("once", max_attempts=1)
+    async def once(payload: Any) -> None:
+        starts.append((current_job().attempt, current_job().worker_id))
+        await asyncio.sleep(payload["s"])
+
+    job_id = await enqueue(aconn, "once", {"s": 30})
+    async with running_worker(dsn, reg, shutdown_grace=0.1):
+        await wait_until(lambda: starts, what="the first start")
+    await aconn.execute("UPDATE jobs SET payload = '{\"s\": 0}' WHERE id = %s", (job_id,))
+    async with running_worker(dsn, reg):
+        await wait_until(
+            lambda: fetchall(
+                aconn, "SELECT 1 FROM jobs WHERE id = %s AND finished_at IS NOT NULL", (job_id,)
+            ),
+            what="the job to end",
+        )
+    print("starts", starts)
+    assert len(starts) <= 1, starts
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack: payload decoding on the shared event loop stalls the heartbeat; live "
+        "jobs of a healthy worker are rescued"
+    ),
+)
+async def test_a_claim_of_large_payloads_stalls_the_heartbeat_and_live_jobs_are_rescued(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """Liveness has its own task and connection, but shares the event loop with the
+    dispatcher, which decodes every claimed payload (json.loads) synchronously in one loop
+    step (WorkerDB.claim). Eight ~14 MB payloads in one claim block the loop for over a
+    second: the owner cannot heartbeat, a rescuer in another process (its own loop, judging
+    by the owner's own 1 s timeout) rescues all eight live jobs, the owner claims them again,
+    decodes them again, stalls again... A healthy worker's jobs run twice at once, and each
+    rescue burns an attempt (towards dead letters, reason worker_lost)."""
+    reg = Registry()
+    starts: list[tuple[int, int]] = []
+
+    @reg.handler("big")
+    async def big(payload: Any) -> None:
+        starts.append((current_job().id, current_job().attempt))
+        await asyncio.sleep(4.0)
+
+    helpers = spawn([worker_argv(dsn, FAST_RESCUER)], tmp_path / "rescuer.log")
+    await big_claim_race(dsn, aconn, reg, helpers)
+    lost = await fetchall(
+        aconn,
+        "SELECT id, e ->> 'attempt' FROM jobs, jsonb_array_elements(errors) e "
+        "WHERE e ->> 'error' LIKE 'WorkerLost%%' ORDER BY 1, 2",
+    )
+    assert lost == [] and all(attempt == 1 for _, attempt in starts), (lost, starts)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack: a claim's rows are started without re-checking them; a job rescued and "
+        "cancelled meanwhile starts after its cancel"
+    ),
+)
+async def test_a_job_rescued_and_cancelled_while_its_claim_is_being_decoded_starts_after_the_cancel(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """The claim commits, then the worker spends over a second decoding payloads before it
+    starts the handlers. Meanwhile a rescuer (another process) rescues the jobs and an
+    operator (another process) cancels them while they are pending: the cancel commits and
+    finishes them. The worker then starts their handlers from its stale claim reply anyway:
+    "once a cancel commits, a job that is not running never starts again" is broken."""
+    reg = Registry()
+    starts: list[tuple[int, int, float]] = []
+
+    @reg.handler("big")
+    async def big(payload: Any) -> None:
+        starts.append((current_job().id, current_job().attempt, time.time()))
+        await asyncio.sleep(2.0)
+
+    argvs = [worker_argv(dsn, FAST_RESCUER), [sys.executable, "-c", CANCELLER, dsn]]
+    await big_claim_race(dsn, aconn, reg, spawn(argvs, tmp_path / "helpers.log"))
+    cancelled = dict(
+        await fetchall(
+            aconn,
+            "SELECT id, extract(epoch FROM cancelled_at)::float8 FROM jobs "
+            "WHERE cancelled_at IS NOT NULL",
+        )
+    )
+    late = [
+        (job, attempt) for job, attempt, at in starts if job in cancelled and at > cancelled[job]
+    ]
+    assert late == [], (late, cancelled, starts)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack: when a lock on workers lifts, rescuers read heartbeats the lock held "
+        "back and rescue live jobs"
+    ),
+)
+async def test_a_lock_on_workers_lets_rescuers_take_live_jobs_of_a_10s_heartbeat_worker(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """A worker with `--heartbeat 10s --heartbeat-timeout 11s` runs long jobs; another with
+    0.2 s / 1 s runs nearby. A session holds ACCESS EXCLUSIVE on `workers` for 12 s (a
+    migration, an operator's LOCK TABLE). Both workers are alive throughout and each keeps
+    trying to heartbeat (each try cut short after 11/3 s, then retried). When the lock lifts,
+    the fast worker's rescue reads the `heartbeat_at` the lock held back before the slow
+    worker's next heartbeat commits, and rescues all four live jobs."""
+    await aconn.execute(
+        "CREATE TABLE IF NOT EXISTS ledger (entry bigserial primary key, job_id bigint not null, "
+        "attempt int not null, pid int not null, worker text not null, started_at timestamptz "
+        "not null default clock_timestamp(), ended_at timestamptz)"
+    )
+    for _ in range(4):
+        await enqueue(aconn, "sleepy", {"sleeps": [25, 0.1]})
+    slow = {
+        "kinds": ["sleepy"],
+        "concurrency": 4,
+        "heartbeat_interval": 10.0,
+        "heartbeat_timeout": 11.0,
+    }
+    procs = spawn([worker_argv(dsn, slow), worker_argv(dsn, FAST_RESCUER)], tmp_path / "w.log")
+    try:
+        await wait_until(
+            lambda: fetchall(aconn, "SELECT count(*) = 4 FROM ledger"), what="the four starts"
+        )
+        await asyncio.sleep(2.0)
+        async with await psycopg.AsyncConnection.connect(dsn) as locker:
+            await locker.execute("LOCK TABLE workers IN ACCESS EXCLUSIVE MODE")
+            await asyncio.sleep(12.0)
+            await locker.rollback()
+        await asyncio.sleep(2.0)
+    finally:
+        stop(procs)
+    lost = await fetchall(
+        aconn, "SELECT id FROM jobs WHERE errors::text LIKE '%%WorkerLost%%' ORDER BY id"
+    )
+    assert lost == [], lost
+
+
+# The operator of the test above: cancels each job the moment a rescue has unlocked it.
+CANCELLER = """
+import asyncio, sys
+import psycopg
+from jobtui.ops import Actor, cancel_jobs
+
+async def main(dsn):
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        while True:
+            rows = await (await conn.execute(
+                "SELECT id FROM jobs WHERE locked_at IS NULL AND finished_at IS NULL "
+                "AND errors::text LIKE '%WorkerLost%'")).fetchall()
+            if rows:
+                await cancel_jobs(conn, "public", [r[0] for r in rows], actor=Actor("attack"))
+            await asyncio.sleep(0.01)
+
+asyncio.run(main(sys.argv[1]))
+"""
