@@ -17,11 +17,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from apps.helpers import fetchall, running_worker, wait_until
+from apps.helpers import fetchall, running_worker, settings, wait_until
+from psycopg import conninfo, sql
 
 from jobtui import enqueue
 from jobtui.registry import Registry
-from jobtui.worker import current_job
+from jobtui.worker import Worker, current_job
 
 HERE = Path(__file__).parent
 FAST_RESCUER = {"kinds": ["quick"], "heartbeat_interval": 0.2, "heartbeat_timeout": 1.0}
@@ -264,6 +265,76 @@ async def test_a_lock_on_workers_lets_rescuers_take_live_jobs_of_a_10s_heartbeat
         aconn, "SELECT id FROM jobs WHERE errors::text LIKE '%%WorkerLost%%' ORDER BY id"
     )
     assert lost == [], lost
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "attack: a worker whose liveness connection cannot reconnect keeps claiming, and "
+        "runs its own rescued jobs a second time beside the first"
+    ),
+)
+async def test_a_worker_that_cannot_heartbeat_keeps_claiming_and_runs_its_jobs_twice_at_once(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """The worker's role may open 6 connections (what a worker at concurrency > 1 uses). Its
+    liveness connection is terminated and the slot taken by another session of that role
+    (connection exhaustion: any busy server). Claims, outcomes and handlers go on, only the
+    heartbeat is gone: its jobs are rescued after its own 1 s timeout, and the same worker,
+    which never learns it lost them (that check runs on the dead connection), claims them
+    again and runs attempt 2 beside attempt 1, then keeps its slots full of both."""
+    role = f"attack_{os.getpid()}_{int(time.time() * 1000) % 100000}"
+    await aconn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    for grant in (
+        "GRANT ALL ON ALL TABLES IN SCHEMA public TO {}",
+        "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {}",
+        "ALTER ROLE {} CONNECTION LIMIT 6",
+    ):
+        await aconn.execute(sql.SQL(grant).format(sql.Identifier(role)))
+    owner_dsn = conninfo.make_conninfo(dsn, user=role)
+    reg, other = Registry(), Registry()
+    starts: list[tuple[int, int]] = []
+
+    @reg.handler("long")
+    async def long(payload: Any) -> None:
+        starts.append((current_job().id, current_job().attempt))
+        await asyncio.sleep(15.0)
+
+    @other.handler("other")
+    async def nothing(payload: Any) -> None:
+        return None
+
+    squatter: psycopg.AsyncConnection | None = None
+    fast = settings(concurrency=4, heartbeat_interval=0.2, heartbeat_timeout=1.0)
+    owner = Worker(owner_dsn, "public", reg, fast)
+    task: asyncio.Task[None] | None = None
+    try:
+        for _ in range(2):
+            await enqueue(aconn, "long", {})
+        task = asyncio.create_task(owner.run())
+        await wait_until(lambda: len(starts) == 2, what="the two starts")
+        async with running_worker(dsn, other, heartbeat_interval=0.2, heartbeat_timeout=1.0):
+            await aconn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE usename = %s AND application_name = 'jobtui worker (liveness)'",
+                (role,),
+            )
+            squatter = await psycopg.AsyncConnection.connect(owner_dsn)
+            await asyncio.sleep(4.0)
+    finally:
+        if task is not None:
+            owner.request_stop()
+            owner.request_stop()
+            await asyncio.wait_for(task, 30)
+        if squatter is not None:
+            await squatter.close()
+        await aconn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,)
+        )
+        await aconn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        await aconn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    started_twice = sorted({job for job, attempt in starts if attempt > 1})
+    assert started_twice == [], starts
 
 
 # The operator of the test above: cancels each job the moment a rescue has unlocked it.
