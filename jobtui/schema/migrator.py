@@ -160,12 +160,20 @@ def recognise_version(conn: psycopg.Connection, schema: str) -> int | None:
     have = _fingerprint(conn, schema)
     probe = f"jobtui_probe_{secrets.token_hex(6)}"
     found: int | None = None
-    with conn.transaction(force_rollback=True):
-        conn.execute(queries(probe).migrate_create_probe_schema)
-        for migration in load_migrations():
-            conn.execute(migration.for_schema(probe))
-            if _fingerprint(conn, probe) <= have:
-                found = migration.version
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(queries(probe).migrate_create_probe_schema)
+            for migration in load_migrations():
+                conn.execute(migration.for_schema(probe))
+                if _fingerprint(conn, probe) <= have:
+                    found = migration.version
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise MigrationRefused(
+            f"schema {schema} has jobtui's tables but its version table is empty (a schema-only "
+            "restore?); telling its version needs a scratch schema, which this role may not "
+            f"create ({exc.diag.message_primary}); nothing was changed. Run migrate as the "
+            "database owner, or restore the jobtui_migrations rows from the dump"
+        ) from None
     return found
 
 
