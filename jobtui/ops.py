@@ -18,7 +18,7 @@ import dataclasses
 import getpass
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +38,8 @@ from jobtui.models import DeadFilter, JobFilter, RequeueOutcome
 from jobtui.sql import notify_channel
 
 Progress = Callable[[int], None]
+# An action on one named thing (a kind, a schedule): returns 1 if it changed, 0 if not.
+NamedAction = Callable[..., Awaitable[int]]
 
 MAX_BATCH = 100_000
 

@@ -214,7 +214,8 @@ def test_schedules_list_pause_resume_and_run_now(dsn: str, conn: psycopg.Connect
 
 def test_kinds_limit_list_and_clear(dsn: str, conn: psycopg.Connection) -> None:
     conn.execute(
-        "INSERT INTO kind_limits (kind, declared_concurrency, declared_at) VALUES ('mail', 3, now())"
+        "INSERT INTO kind_limits (kind, declared_concurrency, declared_at)"
+        " VALUES ('mail', 3, now())"
     )
     _job(conn, "sms")
     listed = assert_ok(run_cli("kinds", "list", dsn=dsn))

@@ -141,19 +141,18 @@ def cmd_limit(args: Args) -> int:
     return run_with_connection(args, body)
 
 
-def cmd_pause(args: Args) -> int:
+def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        n = await ops.pause_kind(conn, schema, args.kind, actor=ops.Actor.current())
-        out(f"paused {args.kind}" if n else f"{args.kind} was already paused")
+        n = await action(conn, schema, args.kind, actor=ops.Actor.current())
+        out((changed if n else unchanged).format(args.kind))
         return 0
 
     return run_with_connection(args, body)
+
+
+def cmd_pause(args: Args) -> int:
+    return _flip(args, ops.pause_kind, "paused {}", "{} was already paused")
 
 
 def cmd_resume(args: Args) -> int:
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        n = await ops.resume_kind(conn, schema, args.kind, actor=ops.Actor.current())
-        out(f"resumed {args.kind}" if n else f"{args.kind} was not paused")
-        return 0
-
-    return run_with_connection(args, body)
+    return _flip(args, ops.resume_kind, "resumed {}", "{} was not paused")

@@ -81,22 +81,21 @@ def cmd_list(args: Args) -> int:
     return run_with_connection(args, body)
 
 
-def cmd_pause(args: Args) -> int:
+def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        n = await ops.pause_schedule(conn, schema, args.name, actor=ops.Actor.current())
-        out(f"paused schedule {args.name}" if n else f"schedule {args.name} was already paused")
+        n = await action(conn, schema, args.name, actor=ops.Actor.current())
+        out((changed if n else unchanged).format(args.name))
         return 0
 
     return run_with_connection(args, body)
+
+
+def cmd_pause(args: Args) -> int:
+    return _flip(args, ops.pause_schedule, "paused schedule {}", "schedule {} was already paused")
 
 
 def cmd_resume(args: Args) -> int:
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        n = await ops.resume_schedule(conn, schema, args.name, actor=ops.Actor.current())
-        out(f"resumed schedule {args.name}" if n else f"schedule {args.name} was not paused")
-        return 0
-
-    return run_with_connection(args, body)
+    return _flip(args, ops.resume_schedule, "resumed schedule {}", "schedule {} was not paused")
 
 
 def cmd_run_now(args: Args) -> int:
