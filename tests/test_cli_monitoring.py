@@ -204,3 +204,24 @@ def test_exhausted_rows_are_not_ready_in_stats_or_check(dsn: str, conn: psycopg.
     proc = run_cli("check", "--max-ready", "0", "--max-oldest-age", "1m", dsn=dsn)
     assert proc.returncode == 0, proc.stdout
     assert "exhausted 3" in proc.stdout
+
+
+def test_worker_and_limit_text_from_the_database_is_printed_inert(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    evil = "\x1b]52;c;cGF3bmVk\x07\x1b[2Jboom"
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, kinds, concurrency, outcome_errors,"
+        " last_outcome_error, wakeup_mode, wakeup_note)"
+        " VALUES (%s, 'h', 1, '{x}', 1, 1, %s, 'polling', %s)",
+        (f"w{evil}", f"E: {evil}\nsecond line", evil),
+    )
+    conn.execute(
+        "INSERT INTO kind_limits (kind, overridden, override_concurrency, overridden_by)"
+        " VALUES (%s, true, 2, %s)",
+        (f"k{evil}", evil),
+    )
+    for args in (("stats",), ("kinds", "list"), ("kinds", "limit", f"k{evil}", "--clear")):
+        text = assert_ok(run_cli(*args, dsn=dsn))
+        assert "\x1b" not in text and "\x07" not in text, (args, text)
+        assert "boom" in text or args[0] == "kinds" and "no limits" in text, text

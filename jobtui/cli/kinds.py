@@ -16,6 +16,7 @@ from jobtui.cli.args import Args, Commands, positive_int
 from jobtui.cli.errors import CliError
 from jobtui.cli.output import dumps, limits_text, table
 from jobtui.cli.session import out, run_with_connection
+from jobtui.inert import clean
 from jobtui.limits import list_kind_limits, parse_rate
 from jobtui.metrics import rate_text
 from jobtui.models import KindLimitRow
@@ -121,7 +122,7 @@ def cmd_limit(args: Args) -> int:
         if args.clear:
             n = await ops.clear_kind_limits(conn, schema, args.kind, actor=actor)
             if not n:
-                out(f"{args.kind} had no override")
+                out(clean(f"{args.kind} had no override"))
                 return 0
         else:
             await ops.set_kind_limits(
@@ -135,7 +136,7 @@ def cmd_limit(args: Args) -> int:
                 actor=actor,
             )
         now = {r.kind: r for r in await list_kind_limits(conn, schema)}.get(args.kind)
-        out(f"{args.kind}: {_limits(now)} ({_source(now)})")
+        out(clean(f"{args.kind}: {_limits(now)} ({_source(now)})"))
         return 0
 
     return run_with_connection(args, body)
@@ -144,7 +145,7 @@ def cmd_limit(args: Args) -> int:
 def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         n = await action(conn, schema, args.kind, actor=ops.Actor.current())
-        out((changed if n else unchanged).format(args.kind))
+        out(clean((changed if n else unchanged).format(args.kind)))
         return 0
 
     return run_with_connection(args, body)

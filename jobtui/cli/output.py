@@ -244,7 +244,8 @@ def workers_text(workers: Sequence[WorkerRow]) -> str:
     lines = [table(headers, rows, flex=-1)]
     for w in workers:
         if w.last_outcome_error:
-            lines.append(f"last outcome error on {clean(w.id)}: {first_line(w.last_outcome_error)}")
+            error = clean(first_line(w.last_outcome_error))
+            lines.append(f"last outcome error on {clean(w.id)}: {error}")
     return "\n\n" + "\n".join(lines)
 
 

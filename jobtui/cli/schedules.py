@@ -13,6 +13,7 @@ from jobtui import ops
 from jobtui.cli.args import Args, Commands
 from jobtui.cli.output import age, dumps, table
 from jobtui.cli.session import out, run_with_connection
+from jobtui.inert import clean
 from jobtui.models import ScheduleRow
 from jobtui.schedules import list_schedules
 
@@ -84,7 +85,7 @@ def cmd_list(args: Args) -> int:
 def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         n = await action(conn, schema, args.name, actor=ops.Actor.current())
-        out((changed if n else unchanged).format(args.name))
+        out(clean((changed if n else unchanged).format(args.name)))
         return 0
 
     return run_with_connection(args, body)
@@ -101,7 +102,7 @@ def cmd_resume(args: Args) -> int:
 def cmd_run_now(args: Args) -> int:
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         job_id = await ops.run_schedule_now(conn, schema, args.name, actor=ops.Actor.current())
-        out(f"enqueued job {job_id} for schedule {args.name}")
+        out(clean(f"enqueued job {job_id} for schedule {args.name}"))
         return 0
 
     return run_with_connection(args, body)
