@@ -1,7 +1,7 @@
-"""The operations console: four tabs over one database connection, refreshed without stacking.
+"""The operations console: five tabs over one database connection, refreshed without stacking.
 
 BINDINGS (app-wide):
-    1 2 3 4     Overview, Jobs, Dead letters, Workers
+    1 2 3 4 5   Overview, Jobs, Dead letters, Workers, Schedules
     p           pause / resume live refresh
     + / -       refresh faster / slower
     ?           help (every binding, with the keys in effect)
@@ -19,17 +19,18 @@ outcome comes back as a message handled below (`on_write_controller_*`).
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import time
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
 
-import psycopg
 from psycopg import errors as pgerrors
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widgets import Static, TabbedContent, TabPane
@@ -47,8 +48,10 @@ from jobtui.tui.host import (
     ExportAsked,
     Host,
     KindChosen,
+    LimitsAsked,
     PaletteEntry,
     PauseAsked,
+    ScheduleAsked,
     WriteAsked,
 )
 from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
@@ -56,6 +59,7 @@ from jobtui.tui.panes.dead import DeadPane
 from jobtui.tui.panes.jobs import JobsPane
 from jobtui.tui.panes.overview import OverviewPane
 from jobtui.tui.panes.pane import Pane
+from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
@@ -65,7 +69,25 @@ from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
 from jobtui.tui.write_controller import WriteController
 
-TABS = ("overview", "jobs", "dead", "workers")
+TABS = ("overview", "jobs", "dead", "workers", "schedules")
+TAB_TITLES = {
+    "overview": "Overview",
+    "jobs": "Jobs",
+    "dead": "Dead letters",
+    "workers": "Workers",
+    "schedules": "Schedules",
+}
+DEFAULT_DANGER_PATTERN = "prod*"
+
+
+def env_is_dangerous(env: str, patterns: str) -> bool:
+    """True when `env` matches one of the comma-separated glob `patterns` (any case)."""
+    name = env.lower()
+    return any(
+        fnmatch.fnmatchcase(name, p.strip().lower()) for p in patterns.split(",") if p.strip()
+    )
+
+
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
 
@@ -83,14 +105,25 @@ class JobtuiApp(App[int]):
         Binding("2", "tab('jobs')", "Jobs", show=False, id="tab.jobs"),
         Binding("3", "tab('dead')", "Dead", show=False, id="tab.dead"),
         Binding("4", "tab('workers')", "Workers", show=False, id="tab.workers"),
+        Binding("5", "tab('schedules')", "Schedules", show=False, id="tab.schedules"),
         Binding("p", "toggle_refresh", "Pause", id="refresh.pause"),
         Binding("plus,equals_sign", "refresh_step(-1)", "Faster", show=False, id="refresh.faster"),
         Binding("minus", "refresh_step(1)", "Slower", show=False, id="refresh.slower"),
         Binding("escape", "go_back", "Back", show=False, id="back"),
     ]
 
-    def __init__(self, dsn: str, schema: str, *, config: ConsoleConfig) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        config: ConsoleConfig,
+        env: str | None = None,
+        env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+    ) -> None:
         super().__init__()
+        self.env = env.strip() if env and env.strip() else None
+        self.env_danger = self.env is not None and env_is_dangerous(self.env, env_danger_pattern)
         self.dsn = dsn
         self.schema = schema
         self.config = config
@@ -113,9 +146,13 @@ class JobtuiApp(App[int]):
     # --- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield Static(id="banner")
-        yield Static(id="paused-banner")
+        # The status line and every banner stack in one block: none can hide another.
+        with Vertical(id="top"):
+            yield StatusBar(id="status")
+            yield Static(id="env-banner")
+            yield Static(id="banner")
+            yield Static(id="mode-banner")
+            yield Static(id="paused-banner")
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("1 Overview", id="overview"):
                 yield OverviewPane(id="overview-pane")
@@ -125,13 +162,16 @@ class JobtuiApp(App[int]):
                 yield DeadPane(id="dead-pane")
             with TabPane("4 Workers", id="workers"):
                 yield WorkersPane(id="workers-pane")
+            with TabPane("5 Schedules", id="schedules"):
+                yield SchedulesPane(id="schedules-pane")
         yield ConsoleFooter()
 
     def on_mount(self) -> None:
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
-        self.query_one("#banner").display = False
-        self.query_one("#paused-banner").display = False
+        for banner in ("#banner", "#mode-banner", "#paused-banner"):
+            self.query_one(banner).display = False
+        self._render_env_banner()
         self.set_interval(1.0, self._render_status)
         self._render_status()
         self.active_pane.focus_main()
@@ -153,15 +193,19 @@ class JobtuiApp(App[int]):
         return self.query_one(f"#{self.active_tab}-pane", Pane)
 
     def _db_label(self) -> str:
-        try:
-            info = psycopg.conninfo.conninfo_to_dict(self.dsn)
-        except psycopg.Error:
-            return "?"
-        db = str(info.get("dbname") or info.get("user") or "postgres")
-        host = str(info.get("host") or "local")
-        if host.startswith("/"):
-            host = "socket"
-        return f"{db}@{host}"
+        """The live connection's user@host:port/database; never guessed from the DSN."""
+        return self.link.target or "not connected yet"
+
+    def _render_env_banner(self) -> None:
+        banner = self.query_one("#env-banner", Static)
+        banner.display = self.env is not None
+        if self.env is None:
+            return
+        banner.set_class(self.env_danger, "-danger")
+        mark = "⚠ " if self.env_danger else ""
+        banner.update(
+            Text.assemble((f"{mark}ENVIRONMENT ", "bold"), inert(self.env.upper(), style="bold"))
+        )
 
     def _render_status(self) -> None:
         if not self.is_running or not self.screen_stack:
@@ -410,6 +454,7 @@ class JobtuiApp(App[int]):
             ("Jobs", rows(JobsPane.BINDINGS)),
             ("Dead letters", rows(DeadPane.BINDINGS)),
             ("Workers", rows(WorkersPane.BINDINGS)),
+            ("Schedules", rows(SchedulesPane.BINDINGS)),
             ("Detail", rows(DetailScreen.BINDINGS)),
             ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
         ]
@@ -434,6 +479,12 @@ class JobtuiApp(App[int]):
 
     def on_export_asked(self, message: ExportAsked) -> None:
         self.writes.export(message.ids, message.flt, message.group)
+
+    def on_schedule_asked(self, message: ScheduleAsked) -> None:
+        self.writes.schedule(message.name, message.action)
+
+    def on_limits_asked(self, message: LimitsAsked) -> None:
+        self.writes.kind_limits(message.kind)
 
     # --- what the write controller reports: the one place its outcomes are handled --------
 
@@ -467,7 +518,7 @@ class JobtuiApp(App[int]):
             if name != self.active_tab:
                 out.append(
                     (
-                        f"Go to {name.title() if name != 'dead' else 'Dead letters'}",
+                        f"Go to {TAB_TITLES[name]}",
                         "switch tab",
                         partial(self.action_tab, name),
                     )

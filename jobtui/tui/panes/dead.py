@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -29,6 +29,7 @@ from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import DeadFilter, DeadGroup, DeadLetterRow
 from jobtui.tui.actions import DELETE, REQUEUE
+from jobtui.tui.clock import server_now
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
@@ -50,6 +51,7 @@ class DeadData:
     groups: list[DeadGroup]
     rows: list[DeadLetterRow]
     more: bool
+    now: datetime  # the server's clock: every age is measured against it
 
 
 class DeadPane(Pane):
@@ -111,11 +113,11 @@ class DeadPane(Pane):
         rows, before = await load_pages(
             link, browse.list_dead, flt, pages=self.pages, size=size, searching=bool(flt.text)
         )
-        return DeadData(groups, rows, before is not None)
+        return DeadData(groups, rows, before is not None, await link.run(server_now))
 
     def show(self, data: DeadData) -> None:
         st = cell_styles(self.app)
-        now = datetime.now(UTC)
+        now = data.now
 
         def ago(ts: datetime) -> Text:
             return Text(format_duration((now - ts).total_seconds()))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -27,6 +27,7 @@ from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
+from jobtui.tui.clock import server_now
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
@@ -47,6 +48,7 @@ class JobsData:
     rows: list[JobRow]
     more: bool
     total: int | None
+    now: datetime  # the server's clock: every age is measured against it
 
 
 class JobsPane(Pane):
@@ -103,13 +105,13 @@ class JobsPane(Pane):
         elif self._count_for != self.flt or now - self._counted_at > COUNT_EVERY_S:
             total = await link.run(browse.count_jobs, self.flt)
             self._counted_at, self._count_for = now, self.flt
-        return JobsData(rows, more, total)
+        return JobsData(rows, more, total, await link.run(server_now))
 
     def show(self, data: JobsData) -> None:
         self.more = data.more
         self.total = data.total
         st = cell_styles(self.app)
-        now = datetime.now(UTC)
+        now = data.now
         rows = []
         for job in data.rows:
             state_style = {

@@ -18,7 +18,18 @@ from jobtui.tui.connection import Link
 from jobtui.tui.host import Host, host
 from jobtui.tui.texts import same
 
-WRITE_ACTIONS = frozenset({"requeue", "delete", "cancel", "run_now", "toggle_pause_kind"})
+WRITE_ACTIONS = frozenset(
+    {
+        "requeue",
+        "delete",
+        "cancel",
+        "run_now",
+        "toggle_pause_kind",
+        "set_limits",
+        "toggle_pause_schedule",
+        "run_schedule_now",
+    }
+)
 
 
 class Pane(Vertical):

@@ -8,7 +8,6 @@ BINDINGS:
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -53,7 +52,7 @@ class WorkersPane(KindsPane):
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
         st = cell_styles(self.app)
-        now = datetime.now(UTC)
+        now = snap.taken_at  # the server's clock, like the heartbeat ages
         rows = []
         workers = sorted(snap.workers, key=lambda w: (not w.stale, w.id))
         serving: Counter[str] = Counter()

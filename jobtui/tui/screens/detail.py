@@ -29,6 +29,7 @@ from jobtui.config import format_duration
 from jobtui.inert import clean, inert, payload_json
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
 from jobtui.tui.actions import CANCEL, DELETE, REQUEUE, RUN_NOW
+from jobtui.tui.clock import server_now
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, WriteAsked, host
 from jobtui.tui.widgets.footer import ConsoleFooter
@@ -97,6 +98,7 @@ class DetailScreen(Screen[None]):
         self.what = what  # "job" or "dead"
         self.row_id = row_id
         self.row: JobRow | DeadLetterRow | None = None
+        self.now: datetime | None = None  # the server's clock when the row was read
 
     @property
     def console(self) -> Host:
@@ -131,20 +133,20 @@ class DetailScreen(Screen[None]):
         fn = browse.get_job if self.what == "job" else browse.get_dead
         try:
             row = await self.console.link.run(fn, self.row_id)
+            now = await self.console.link.run(server_now)
         except LinkDown as exc:
             self.query_one("#detail-head", Static).update(
                 Text(f"database unreachable: {exc.message}", style="bold")
             )
             return
-        self.row = row
+        self.row, self.now = row, now
         self._render_row()
         self.refresh_bindings()
 
     def _render_row(self) -> None:
         head = self.query_one("#detail-head", Static)
-        now = datetime.now(UTC)
-        row = self.row
-        if row is None:
+        row, now = self.row, self.now
+        if row is None or now is None:
             place = "jobs" if self.what == "job" else "dead letters"
             head.update(Text(f"#{self.row_id} is no longer in {place}.", style="bold"))
             self.query_one("#detail-payload", Static).update("")
