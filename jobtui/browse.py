@@ -89,6 +89,11 @@ def _kind(kind: str | None) -> str | None:
     return _clean(kind, "kind") or None
 
 
+def _unique_key(key: str | None) -> str | None:
+    """The exact unique key sought (`key:`); surrounding blanks are not part of it."""
+    return _clean(key, "unique key") or None
+
+
 def job_filter_params(flt: JobFilter) -> dict[str, Any]:
     """Parameters for `browse_job_where` from a JobFilter (unknown states are refused)."""
     states = (flt.states,) if isinstance(flt.states, str) else tuple(flt.states or ())
@@ -100,6 +105,7 @@ def job_filter_params(flt: JobFilter) -> dict[str, Any]:
     chosen = set(states)
     params: dict[str, Any] = {
         "kind": _kind(flt.kind),
+        "unique_key": _unique_key(flt.unique_key),
         "by_state": bool(chosen),
         # Stated separately so the planner can use the partial indexes on unfinished rows.
         "pending_only": bool(chosen) and chosen <= set(PENDING_STATES),
@@ -117,6 +123,7 @@ def dead_filter_params(flt: DeadFilter) -> dict[str, Any]:
     signature = flt.signature if _clean(flt.signature, "error signature") else None
     return {
         "kind": _kind(flt.kind),
+        "unique_key": _unique_key(flt.unique_key),
         "signature": signature,
         "error": like_pattern(error) if error else None,
         **_text_params(flt.text),
@@ -316,10 +323,32 @@ async def kinds(conn: psycopg.AsyncConnection, schema: str) -> list[str]:
     return [r["kind"] for r in rows]
 
 
+READ_ONLY_REPLICA = "replica: read-only (hot standby)"
+READ_ONLY_ROLE = "the database role cannot write"
+READ_ONLY_SESSION = "the session is read-only (default_transaction_read_only)"
+
+
+async def read_only_reason(conn: psycopg.AsyncConnection, schema: str) -> str | None:
+    """Why operator actions cannot succeed here, in words; None when they can.
+
+    A standby is named first: it refuses every write whatever the role may do.
+    """
+    rows = await fetch_dicts(conn, statement(schema, "browse_can_write"), {})
+    if not rows:
+        return READ_ONLY_ROLE
+    row = rows[0]
+    if row["replica"]:
+        return READ_ONLY_REPLICA
+    if row["read_only"]:
+        return READ_ONLY_SESSION
+    if not row["privileged"]:
+        return READ_ONLY_ROLE
+    return None
+
+
 async def can_write(conn: psycopg.AsyncConnection, schema: str) -> bool:
     """Whether operator actions can succeed: the role's privileges and a writable session."""
-    rows = await fetch_dicts(conn, statement(schema, "browse_can_write"), {})
-    return bool(rows and rows[0]["privileged"] and not rows[0]["read_only"])
+    return await read_only_reason(conn, schema) is None
 
 
 def ids_list(ids: Sequence[int]) -> list[int]:

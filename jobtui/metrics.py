@@ -18,7 +18,14 @@ import psycopg
 from psycopg.rows import dict_row
 
 from jobtui import stats
-from jobtui.models import HistoryPoint, KindFigures, Snapshot, StateCounts, WorkerRow
+from jobtui.models import (
+    HistoryPoint,
+    KindFigures,
+    ReplicaInfo,
+    Snapshot,
+    StateCounts,
+    WorkerRow,
+)
 from jobtui.sql import queries
 
 MAX_MINUTES = 7 * 24 * 60
@@ -43,6 +50,7 @@ class _KindAcc:
     running: int = 0
     retrying: int = 0
     dead: int = 0
+    exhausted: int = 0
     oldest: float | None = None
     done: int = 0
     failed: int = 0
@@ -51,6 +59,13 @@ class _KindAcc:
 
 def _failure_rate(done: int, failed: int) -> float:
     return failed / (done + failed) if done + failed else 0.0
+
+
+def rate_text(rate: int | None, period_s: int) -> str | None:
+    """A rate limit as the CLI takes it: "100/m" or "5/s"; None when there is none."""
+    if rate is None:
+        return None
+    return f"{rate}/{'m' if period_s == 60 else 's'}"
 
 
 def _handles(worker_kinds: list[str], kind: str) -> bool:
@@ -79,6 +94,7 @@ async def snapshot(
     q = queries(schema)
     statements: list[tuple[str, dict[str, Any] | None]] = [
         (q.metrics_clock, None),
+        (q.metrics_replica, None),
         (q.metrics_pending_by_kind, None),
         (q.metrics_dead_by_kind, None),
         (q.metrics_kind_window, {"back": window - 1}),
@@ -86,17 +102,30 @@ async def snapshot(
         (q.metrics_queue_samples, {"back": history_n - 1}),
         (q.metrics_workers, None),
         (q.metrics_paused, None),
+        (q.metrics_kind_limits, None),
     ]
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(q.metrics_snapshot_transaction)
         # The reads are short; starting parallel workers for them costs more than it saves
         # (measured on 100k unfinished rows) and competes with the workers for CPU.
         await cur.execute(q.metrics_no_parallel_workers)
+        await cur.execute(q.metrics_no_jit)
         results = []
         for sql, params in statements:
             await cur.execute(sql, params)
             results.append(await cur.fetchall())
-    clock, pending, dead, kwindow, totals, samples, workers_raw, paused_rows = results
+    (
+        clock,
+        replica_rows,
+        pending,
+        dead,
+        kwindow,
+        totals,
+        samples,
+        workers_raw,
+        paused_rows,
+        limit_rows,
+    ) = results
     now: datetime = clock[0]["now"]
     minute: datetime = clock[0]["minute"]
     history_since = minute - timedelta(minutes=history_n - 1)
@@ -107,6 +136,7 @@ async def snapshot(
         a = acc[r["kind"]]
         a.ready, a.scheduled = r["ready"], r["scheduled"]
         a.running, a.retrying = r["running"], r["retrying"]
+        a.exhausted = r["exhausted"]
         a.oldest = r["oldest_ready_age_s"]
     for r in dead:
         acc[r["kind"]].dead = r["dead"]
@@ -130,11 +160,25 @@ async def snapshot(
             running=r["running"],
             started_at=r["started_at"],
             heartbeat_age_s=float(r["heartbeat_age_s"]),
-            stale=float(r["heartbeat_age_s"]) > heartbeat_timeout,
+            # Judged by the worker's own timeout (issue 9); `heartbeat_timeout` is the
+            # fallback for a row that has none.
+            stale=float(r["heartbeat_age_s"])
+            > float(r["heartbeat_timeout_s"] or heartbeat_timeout),
+            abandoned=int(r["abandoned"] or 0),
+            outcome_errors=int(r["outcome_errors"] or 0),
+            last_outcome_error=r["last_outcome_error"],
+            heartbeat_interval_s=float(r["heartbeat_interval_s"]),
+            heartbeat_timeout_s=float(r["heartbeat_timeout_s"]),
+            wakeup_mode=r["wakeup_mode"],
+            wakeup_note=r["wakeup_note"],
+            listen_connected=bool(r["listen_connected"]),
+            last_wakeup_at=r["last_wakeup_at"],
+            poll_interval_s=float(r["poll_interval_s"]),
         )
         for r in workers_raw
     ]
     live_kinds = [w.kinds for w in workers if not w.stale]
+    limits = {r["kind"]: r for r in limit_rows}
 
     kinds = [
         KindFigures(
@@ -144,6 +188,7 @@ async def snapshot(
             running=a.running,
             retrying=a.retrying,
             dead=a.dead,
+            exhausted=a.exhausted,
             oldest_ready_age_s=a.oldest,
             done_per_min=a.done / window,
             failed_per_min=a.failed / window,
@@ -152,6 +197,13 @@ async def snapshot(
             p95_ms=stats.percentile(a.hist, 0.95),
             paused=kind in paused,
             handled=any(_handles(k, kind) for k in live_kinds),
+            concurrency_limit=limits[kind]["concurrency"] if kind in limits else None,
+            per_worker_limit=limits[kind]["per_worker"] if kind in limits else None,
+            rate_limit=(
+                rate_text(limits[kind]["rate"], limits[kind]["period_s"])
+                if kind in limits
+                else None
+            ),
         )
         for kind, a in acc.items()
     ]
@@ -183,6 +235,7 @@ async def snapshot(
             running=sum(a.running for a in acc.values()),
             retrying=sum(a.retrying for a in acc.values()),
             dead=sum(a.dead for a in acc.values()),
+            exhausted=sum(a.exhausted for a in acc.values()),
         ),
         oldest_ready_age_s=max(ages) if ages else None,
         done_per_min=done_total / window,
@@ -191,4 +244,12 @@ async def snapshot(
         history=history,
         workers=workers,
         paused=paused,
+        replica=_replica(replica_rows[0]),
     )
+
+
+def _replica(row: dict[str, Any]) -> ReplicaInfo | None:
+    if not row["replica"]:
+        return None
+    lag = row["lag_s"]
+    return ReplicaInfo(lag_s=None if lag is None else float(lag), replay_lsn=row["replay_lsn"])

@@ -10,8 +10,10 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 # Derived states of a row in `jobs` (dead letters live in their own table).
-JOB_STATES = ("ready", "scheduled", "retrying", "running", "succeeded", "cancelled")
-PENDING_STATES = ("ready", "scheduled", "retrying", "running")
+# `exhausted`: unfinished, unlocked rows whose attempts reached max_attempts (a consumer gave up on
+# them without moving them to dead_letters); they can never run, so they are not ready.
+JOB_STATES = ("ready", "scheduled", "retrying", "running", "exhausted", "succeeded", "cancelled")
+PENDING_STATES = ("ready", "scheduled", "retrying", "running", "exhausted")
 
 T = TypeVar("T")
 
@@ -55,6 +57,7 @@ class JobRow:
     cancel_requested: bool
     last_error: str | None
     errors: list[ErrorEntry] = field(default_factory=list)
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class DeadLetterRow:
     reason: str  # "failed", "worker_lost", "timeout", "exhausted"
     died_at: datetime
     error_signature: str
+    unique_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class JobFilter:
     states: tuple[str, ...] = ()
     kind: str | None = None
     text: str | None = None
+    unique_key: str | None = None  # `key:` exact unique key
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class DeadFilter:
     error: str | None = None  # substring of the error text, case-insensitive
     signature: str | None = None  # exact error signature (one group)
     text: str | None = None  # id exactly, or substring of payload text
+    unique_key: str | None = None  # `key:` exact unique key
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,19 @@ class WorkerRow:
     started_at: datetime
     heartbeat_age_s: float
     stale: bool
+    # Issue 9 (migration 0004): threads of plain handlers that overran and still hold a slot,
+    # outcomes the worker could not write, and the settings others judge its liveness by.
+    abandoned: int = 0
+    outcome_errors: int = 0
+    last_outcome_error: str | None = None
+    heartbeat_interval_s: float = 5.0
+    heartbeat_timeout_s: float = 30.0
+    # Migration 0005: how it is woken ('listen' or 'polling', and why it polls).
+    wakeup_mode: str = "listen"
+    wakeup_note: str | None = None
+    listen_connected: bool = True
+    last_wakeup_at: datetime | None = None
+    poll_interval_s: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -134,6 +153,7 @@ class KindFigures:
     running: int = 0
     retrying: int = 0
     dead: int = 0
+    exhausted: int = 0  # attempts >= max_attempts, unlocked, unfinished: will never run
     oldest_ready_age_s: float | None = None
     done_per_min: float = 0.0
     failed_per_min: float = 0.0
@@ -142,6 +162,9 @@ class KindFigures:
     p95_ms: float | None = None
     paused: bool = False
     handled: bool = True  # False when no live worker handles this kind
+    concurrency_limit: int | None = None  # effective limits from kind_limits
+    per_worker_limit: int | None = None
+    rate_limit: str | None = None  # like "100/m" or "5/s"
 
 
 @dataclass(frozen=True)
@@ -151,6 +174,16 @@ class StateCounts:
     running: int = 0
     retrying: int = 0
     dead: int = 0
+    exhausted: int = 0
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """The snapshot was taken on a hot standby. `lag_s` is 0 when everything received has been
+    replayed (an idle primary is not lag), None when the standby has replayed nothing yet."""
+
+    lag_s: float | None
+    replay_lsn: str | None
 
 
 @dataclass(frozen=True)
@@ -177,6 +210,7 @@ class Snapshot:
     history: list[HistoryPoint]
     workers: list[WorkerRow]
     paused: frozenset[str]
+    replica: ReplicaInfo | None = None  # None on a primary
 
 
 @dataclass(frozen=True)

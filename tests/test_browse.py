@@ -360,6 +360,56 @@ async def test_can_write_follows_role_and_session(
     assert await browse.can_write(aconn, S) is False
 
 
+async def test_read_only_reason_names_the_role_or_the_session(
+    aconn: psycopg.AsyncConnection, ro_dsn: str
+) -> None:
+    assert await browse.read_only_reason(aconn, S) is None
+    async with await psycopg.AsyncConnection.connect(ro_dsn, autocommit=True) as ro:
+        assert await browse.read_only_reason(ro, S) == "the database role cannot write"
+    await aconn.execute("SET default_transaction_read_only = on")
+    reason = await browse.read_only_reason(aconn, S)
+    assert reason is not None and "session is read-only" in reason
+
+
+async def test_exhausted_rows_are_their_own_state_and_no_other(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Rows a consumer gave up on (attempts >= max_attempts, unlocked) are `exhausted` only."""
+    given_up = add_job(conn, "legacy", attempts=3, max_attempts=3)
+    retry = add_job(conn, "legacy", attempts=1, max_attempts=3)
+    fresh = add_job(conn, "legacy")
+
+    async def ids(*states: str) -> list[int]:
+        page = await browse.list_jobs(aconn, S, JobFilter(states=states))
+        return sorted(r.id for r in page.rows)
+
+    assert await ids("exhausted") == [given_up]
+    assert await ids("ready") == sorted([retry, fresh])
+    assert await ids("retrying") == [retry]
+    job = await browse.get_job(aconn, S, given_up)
+    assert job is not None and job.state == "exhausted"
+    assert await browse.count_jobs(aconn, S, JobFilter(states=("exhausted",))) == 1
+
+
+async def test_key_filter_finds_jobs_and_dead_letters_by_exact_unique_key(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    keyed = add_job(conn, "invoice", unique_key="invoice:42")
+    add_job(conn, "invoice", unique_key="invoice:420")
+    add_job(conn, "invoice")
+    page = await browse.list_jobs(aconn, S, JobFilter(unique_key="invoice:42"))
+    assert [r.id for r in page.rows] == [keyed] and page.rows[0].unique_key == "invoice:42"
+    dead_id = add_dead(conn, "invoice", "E: x")
+    conn.execute("UPDATE dead_letters SET unique_key = 'invoice:7' WHERE id = %s", (dead_id,))
+    add_dead(conn, "invoice", "E: y")
+    dpage = await browse.list_dead(aconn, S, DeadFilter(unique_key="invoice:7"))
+    assert [r.id for r in dpage.rows] == [dead_id] and dpage.rows[0].unique_key == "invoice:7"
+    hostile = "x' OR 1=1; --%_\\"
+    assert (await browse.list_jobs(aconn, S, JobFilter(unique_key=hostile))).rows == []
+    with pytest.raises(browse.InvalidFilter):
+        await browse.list_jobs(aconn, S, JobFilter(unique_key="a\x00b"))
+
+
 async def test_text_search_pages_through_bounded_scopes(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -248,11 +248,62 @@ async def test_rate_window_longer_than_the_history(
 
 
 def test_pending_kind_index_covers_the_counted_columns(conn: psycopg.Connection) -> None:
-    """Migration 0003: the per-kind count reads attempts and locked_at from the index alone."""
+    """Migrations 0003/0013: the per-kind count reads its columns from the index alone."""
     row = conn.execute(
         """SELECT pg_get_indexdef(i.indexrelid)
            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
            WHERE c.relname = 'jobs_pending_kind'"""
     ).fetchone()
     assert row is not None
-    assert "(kind, run_at) INCLUDE (attempts, locked_at) WHERE (finished_at IS NULL)" in row[0]
+    assert (
+        "(kind, run_at) INCLUDE (attempts, max_attempts, locked_at) WHERE (finished_at IS NULL)"
+        in row[0]
+    )
+
+
+async def test_exhausted_rows_are_counted_apart_not_as_ready(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Issue 15 item 3: a row whose attempts reached max_attempts will never run."""
+    for _ in range(3):
+        job(conn, "legacy", age_min=1, attempts=1, max_attempts=1)
+    job(conn, "legacy", age_min=1, attempts=1, max_attempts=3)
+    job(conn, "legacy", age_min=-5, attempts=2, max_attempts=2)
+    snap = await metrics.snapshot(aconn, S)
+    t = snap.totals
+    assert (t.ready, t.scheduled, t.retrying, t.exhausted) == (1, 0, 1, 4)
+    (legacy,) = snap.kinds
+    assert (legacy.ready, legacy.retrying, legacy.exhausted) == (1, 1, 4)
+    assert snap.replica is None
+
+
+async def test_snapshot_carries_worker_liveness_wakeups_and_kind_limits(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    conn.execute(
+        """INSERT INTO workers (id, host, pid, kinds, concurrency, heartbeat_interval_s,
+               heartbeat_timeout_s, abandoned, outcome_errors, last_outcome_error,
+               wakeup_mode, wakeup_note, listen_connected, poll_interval_s)
+           VALUES ('w1', 'h', 1, '{mail}', 4, 2, 120, 2, 5, 'permission denied', 'polling',
+                   'behind a transaction pooler', false, 0.25)"""
+    )
+    conn.execute("UPDATE workers SET heartbeat_at = now() - interval '60 seconds' WHERE id = 'w1'")
+    conn.execute(
+        "INSERT INTO kind_limits (kind, declared_concurrency, declared_rate, declared_period_s) "
+        "VALUES ('mail', 3, 100, 60)"
+    )
+    job(conn, "mail", age_min=1)
+    snap = await metrics.snapshot(aconn, S)
+    (w,) = snap.workers
+    # Judged by its own 120 s timeout, not the caller's 30 s default.
+    assert not w.stale
+    assert (w.abandoned, w.outcome_errors, w.last_outcome_error) == (2, 5, "permission denied")
+    assert (w.heartbeat_interval_s, w.heartbeat_timeout_s) == (2.0, 120.0)
+    assert (w.wakeup_mode, w.wakeup_note, w.listen_connected, w.poll_interval_s) == (
+        "polling",
+        "behind a transaction pooler",
+        False,
+        0.25,
+    )
+    (mail,) = snap.kinds
+    assert (mail.concurrency_limit, mail.per_worker_limit, mail.rate_limit) == (3, None, "100/m")

@@ -8,20 +8,24 @@
 -- States as in DESIGN.md: `ready` (unlocked, unfinished, due) and `scheduled` (the same, due
 -- later) include retries; `retrying` is the unlocked, unfinished rows with attempts > 0, so a
 -- retry matches both `retrying` and `ready` or `scheduled`. The one-word `state` column of a
--- row says `retrying` for those.
+-- row says `retrying` for those. `exhausted` rows (unlocked, unfinished, attempts >=
+-- max_attempts: a consumer gave up on them) can never run and are in no other state.
 
 -- name: browse_job_where
 (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+AND (%(unique_key)s::text IS NULL OR j.unique_key = %(unique_key)s::text)
 AND (NOT %(pending_only)s::boolean OR j.finished_at IS NULL)
 AND (NOT %(cancelled_only)s::boolean OR j.cancelled_at IS NOT NULL)
 AND (NOT %(by_state)s::boolean
      OR (%(s_ready)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
-         AND j.run_at <= now())
+         AND j.run_at <= now() AND j.attempts < j.max_attempts)
      OR (%(s_scheduled)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
-         AND j.run_at > now())
+         AND j.run_at > now() AND j.attempts < j.max_attempts)
      OR (%(s_retrying)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
-         AND j.attempts > 0)
+         AND j.attempts > 0 AND j.attempts < j.max_attempts)
      OR (%(s_running)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NOT NULL)
+     OR (%(s_exhausted)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+         AND j.attempts >= j.max_attempts)
      OR (%(s_succeeded)s::boolean AND j.finished_at IS NOT NULL AND j.cancelled_at IS NULL)
      OR (%(s_cancelled)s::boolean AND j.cancelled_at IS NOT NULL))
 
@@ -33,6 +37,7 @@ AND (NOT %(by_state)s::boolean
 
 -- name: browse_dead_where
 (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+AND (%(unique_key)s::text IS NULL OR d.unique_key = %(unique_key)s::text)
 AND (%(signature)s::text IS NULL OR d.error_signature = %(signature)s::text)
 AND (%(error)s::text IS NULL OR d.last_error ILIKE %(error)s::text ESCAPE '\')
 
@@ -50,19 +55,20 @@ j.id, j.kind,
 CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
      WHEN j.finished_at IS NOT NULL THEN 'succeeded'
      WHEN j.locked_at IS NOT NULL THEN 'running'
+     WHEN j.attempts >= j.max_attempts THEN 'exhausted'
      WHEN j.attempts > 0 THEN 'retrying'
      WHEN j.run_at > now() THEN 'scheduled'
      ELSE 'ready' END AS state,
 j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
 least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
 j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
-j.last_error, j.errors
+j.last_error, j.errors, j.unique_key
 
 -- name: browse_dead_columns
 -- The columns of a DeadLetterRow (spliced in as __dead_columns__), read as for jobs.
 d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
 d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at,
-d.last_error, d.errors, d.reason, d.died_at, d.error_signature
+d.last_error, d.errors, d.reason, d.died_at, d.error_signature, d.unique_key
 
 -- name: browse_jobs_page
 SELECT __job_columns__
@@ -130,12 +136,13 @@ SELECT kind FROM __schema__.paused_kinds
 ORDER BY 1
 
 -- name: browse_can_write
+-- Each reason an operator action would fail, apart, so the console can say which.
 SELECT has_any_column_privilege('__schema__.jobs', 'UPDATE')
    AND has_table_privilege('__schema__.dead_letters', 'DELETE')
    AND has_any_column_privilege('__schema__.audit_log', 'INSERT') AS privileged,
        current_setting('transaction_read_only') = 'on'
-    OR current_setting('default_transaction_read_only') = 'on'
-    OR pg_is_in_recovery() AS read_only
+    OR current_setting('default_transaction_read_only') = 'on' AS read_only,
+       pg_is_in_recovery() AS replica
 
 -- name: browse_dead_by_ids_page
 SELECT __dead_columns__
