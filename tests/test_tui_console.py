@@ -105,7 +105,7 @@ async def fresh(app: JobtuiApp, pilot: Any) -> None:
 
 async def goto(app: JobtuiApp, pilot: Any, key: str) -> None:
     """Switch tab by its digit and wait until its main table has the focus."""
-    name = {"1": "overview", "2": "jobs", "3": "dead", "4": "workers"}[key]
+    name = {"1": "overview", "2": "jobs", "3": "dead", "4": "workers", "5": "schedules"}[key]
     await pilot.press(key)
     pane = app.query_one(f"#{name}-pane")
     main = pane.query_one(pane.main_table)  # type: ignore[attr-defined]
@@ -422,6 +422,7 @@ async def test_layout_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
             "2 Jobs",
             "3 Dead letters",
             "4 Workers",
+            "5 Schedules",
         ]
         assert all(screen.contains_region(t.region) for t in tabs)
         await goto(app, pilot, "2")
@@ -435,6 +436,9 @@ async def test_layout_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
         await goto(app, pilot, "4")
         await until(pilot, lambda: app.polls >= 4)
         assert table(app, "#workers-table").region.height >= 4
+        await goto(app, pilot, "5")
+        await until(pilot, lambda: app.polls >= 5)
+        assert table(app, "#schedules-table").region.height >= 12
         footer = app.query_one("Footer").region
         assert footer.bottom == 24 and footer.height == 1
         await pilot.press("question_mark")

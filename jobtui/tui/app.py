@@ -40,7 +40,7 @@ from jobtui.config import format_duration
 from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
-from jobtui.models import JobFilter
+from jobtui.models import JobFilter, ReplicaInfo
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.host import (
@@ -63,11 +63,22 @@ from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
+from jobtui.tui.server import replica_info
 from jobtui.tui.texts import same
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
 from jobtui.tui.write_controller import WriteController
+
+
+def lag_text(replica: ReplicaInfo) -> str:
+    """`lag 1.2s` (or why it is unknown) for the replica badge."""
+    if replica.lag_s is None:
+        return "lag unknown (nothing replayed yet)"
+    if replica.lag_s < 60:
+        return f"lag {replica.lag_s:.1f}s"
+    return f"lag {format_duration(replica.lag_s)}"
+
 
 TABS = ("overview", "jobs", "dead", "workers", "schedules")
 TAB_TITLES = {
@@ -131,7 +142,8 @@ class JobtuiApp(App[int]):
         self.actor = ops.Actor.current()
         self.refresh_s = config.refresh_s
         self.refresh_paused = False
-        self.auto_read_only = False
+        self.read_only_why: str | None = None  # why the server refuses writes, when it does
+        self.replica: ReplicaInfo | None = None  # set on every poll while on a hot standby
         self.updated_at: float | None = None
         self.last_poll_ms: float | None = None
         self.polls = 0
@@ -182,7 +194,7 @@ class JobtuiApp(App[int]):
 
     @property
     def read_only(self) -> bool:
-        return self.config.read_only or self.auto_read_only
+        return self.config.read_only or self.read_only_why is not None
 
     @property
     def active_tab(self) -> str:
@@ -237,10 +249,28 @@ class JobtuiApp(App[int]):
         tail: list[Any] = []
         if self.db_error is not None:
             tail += ["  │ ", ("DB DOWN", "bold reverse")]
+        if self.replica is not None:
+            tail += ["  │ ", (f"REPLICA {lag_text(self.replica)}", "bold reverse")]
         if self.read_only:
             tail += ["  │ ", ("READ-ONLY", "bold reverse")]
         status.show(Text.assemble(*head), Text.assemble(*age), Text.assemble(*tail))
         self._render_banner()
+        self._render_mode_banner()
+
+    def _render_mode_banner(self) -> None:
+        """READ-ONLY and REPLICA on a line of their own, with the reason: the status line's
+        badges are cut off on a narrow terminal, this line is not."""
+        banner = self.query_one("#mode-banner", Static)
+        parts: list[Any] = []
+        if self.replica is not None:
+            parts += [("REPLICA ", "bold"), lag_text(self.replica), " · "]
+        if self.read_only:
+            why = self.read_only_why or "read-only mode (--read-only or config)"
+            parts += [("READ-ONLY: ", "bold"), inert(why), ("; write actions hidden", "dim")]
+        banner.display = bool(parts)
+        text = Text.assemble(*parts)
+        if parts and not same(banner.content, text):
+            banner.update(text)
 
     def _render_banner(self) -> None:
         banner = self.query_one("#banner", Static)
@@ -303,7 +333,7 @@ class JobtuiApp(App[int]):
         data: Any = None
         failure: BaseException | None = None
         try:
-            await self._check_privileges()
+            await self._check_server()
             data = await pane.load(self.link)
         except Exception as exc:  # noqa: BLE001 - any failure is one notice; the poll goes on
             failure = exc
@@ -336,20 +366,23 @@ class JobtuiApp(App[int]):
         else:
             self._schedule(self.refresh_s)
 
-    async def _check_privileges(self) -> None:
-        """After each (re)connect, ask the database whether this role may write."""
-        if self.link.connects == self._checked_connects and self.link.conn is not None:
-            return
-        writable = await self.link.run(browse.can_write)
-        self._checked_connects = self.link.connects
-        if not writable and not self.auto_read_only:
-            self._go_read_only("the database role cannot write")
-        elif writable and self.auto_read_only:
-            self.auto_read_only = False
-            self.refresh_bindings()
+    async def _check_server(self) -> None:
+        """After each (re)connect, ask why writes would fail; on a standby, the lag every poll."""
+        if self.link.connects != self._checked_connects or self.link.conn is None:
+            why = await self.link.run(browse.read_only_reason)
+            self._checked_connects = self.link.connects
+            if why is not None and why != self.read_only_why:
+                self._go_read_only(why)
+            elif why is None and self.read_only_why is not None:
+                self.read_only_why = None
+                self.refresh_bindings()
+        if self.read_only_why == browse.READ_ONLY_REPLICA:
+            self.replica = await self.link.run(replica_info)
+        else:
+            self.replica = None
 
     def _go_read_only(self, why: str) -> None:
-        self.auto_read_only = True
+        self.read_only_why = why
         self.refresh_bindings()
         self._render_status()
         if not self.config.read_only:

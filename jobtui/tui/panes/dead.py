@@ -29,17 +29,17 @@ from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import DeadFilter, DeadGroup, DeadLetterRow
 from jobtui.tui.actions import DELETE, REQUEUE
-from jobtui.tui.clock import server_now
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.server import server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 ALL = "*"
-HINT = "kind:NAME  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
+HINT = "kind:NAME  key:UNIQUE-KEY  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
 
 
 def group_key(kind: str, signature: str) -> str:

@@ -27,19 +27,19 @@ from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
-from jobtui.tui.clock import server_now
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.server import server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 COUNT_EVERY_S = 30.0
 HINT = (
-    "state:ready,scheduled,retrying,running,succeeded,cancelled  kind:NAME  "
-    "free text (id, payload, error)"
+    "state:ready,scheduled,retrying,running,exhausted,succeeded,cancelled  kind:NAME  "
+    "key:UNIQUE-KEY  free text (id, payload, error)"
 )
 
 
@@ -119,6 +119,7 @@ class JobsPane(Pane):
                 "retrying": st.warning,
                 "cancelled": st.muted,
                 "succeeded": st.success,
+                "exhausted": st.error,
             }.get(job.state, "")
             if job.state == "running" and job.locked_at is not None:
                 when = format_duration((now - job.locked_at).total_seconds())

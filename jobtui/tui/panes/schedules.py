@@ -23,11 +23,11 @@ from jobtui import schedules
 from jobtui.config import format_duration
 from jobtui.inert import inert
 from jobtui.models import ScheduleRow
-from jobtui.tui.clock import age_s, server_now
 from jobtui.tui.connection import Link
 from jobtui.tui.host import DetailAsked, ScheduleAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane
+from jobtui.tui.server import age_s, server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 

@@ -29,9 +29,9 @@ from jobtui.config import format_duration
 from jobtui.inert import clean, inert, payload_json
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
 from jobtui.tui.actions import CANCEL, DELETE, REQUEUE, RUN_NOW
-from jobtui.tui.clock import server_now
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, WriteAsked, host
+from jobtui.tui.server import server_now
 from jobtui.tui.widgets.footer import ConsoleFooter
 
 
@@ -172,6 +172,10 @@ class DetailScreen(Screen[None]):
                 (f"#{row.id}  ", "bold"), inert(row.kind, style="bold"), "  ", (state, "reverse")
             ),
             Text(f"attempts {row.attempts} of {row.max_attempts}   priority {row.priority}"),
+            Text.assemble(
+                ("unique key ", "dim"),
+                inert(row.unique_key) if row.unique_key is not None else ("–", "dim"),
+            ),
             *(Text.assemble((label + " ", "dim"), _when(ts, now)) for label, ts in times),
             Text.assemble((last[0], "dim"), inert(last[1])),
         ]
