@@ -8,6 +8,7 @@ on the rows (schedules, kind_limits, jobs, audit_log).
 from __future__ import annotations
 
 import psycopg
+from test_tui_console import SIZE, config, goto, notifications, rendered, table, until
 from textual.widgets import Input
 
 from jobtui.enqueue import enqueue
@@ -15,7 +16,6 @@ from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.limits import LimitsScreen
-from test_tui_console import SIZE, config, goto, notifications, rendered, table, until
 
 ADD_SCHEDULE = (
     "INSERT INTO schedules (name, cron, timezone, kind, payload)"
