@@ -366,6 +366,21 @@ async def test_select_only_role_turns_read_only(dsn: str, conn: psycopg.Connecti
             await pilot.pause(0.3)
             assert not isinstance(app.screen, ConfirmScreen)
             assert dead_ids(conn) == set(ids)
+            mode = rendered(app.query_one("#mode-banner"))
+            assert "READ-ONLY: the database role cannot write" in mode
+            conn.execute("INSERT INTO schedules (name, cron, kind) VALUES ('s', '* * * * *', 'k')")
+            await goto(app, pilot, "5")
+            await until(pilot, lambda: len(table(app, "#schedules-table").keys) == 1)
+            await pilot.press("P", "r")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+            footer = rendered(app.query_one("Footer"))
+            assert "Run now" not in footer and "Pause/resume" not in footer
+            await goto(app, pilot, "1")
+            await pilot.press("L")
+            await pilot.pause(0.3)
+            assert len(app.screen_stack) == 1 and "Limits" not in rendered(app.query_one("Footer"))
+            assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
     finally:
         conn.execute(f'DROP OWNED BY "{role}"')
         conn.execute(f'DROP ROLE "{role}"')

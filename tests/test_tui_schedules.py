@@ -36,9 +36,11 @@ async def test_schedules_tab_pause_resume_and_run_now(dsn: str, conn: psycopg.Co
         rows = table(app, "#schedules-table")
         await until(pilot, lambda: len(rows.keys) == 2)
         text = rendered(rows)
-        assert "0 3 * * * · Europe/Berlin" in text and "report" in text
+        assert "0 3 * * *" in text and "Europe/Berlin" in text and "report" in text
         assert rows.current_key == "every.minute"  # by name
         assert "in " in text  # the next run, counted on the server's clock
+        detail = rendered(app.query_one("#schedule-detail"))
+        assert "every.minute · * * * * * (UTC) · kind tick" in detail
 
         await pilot.press("P")  # pause: asks first
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))

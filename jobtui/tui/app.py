@@ -569,8 +569,19 @@ def _offers_host(app: JobtuiApp) -> Host:
     return app
 
 
-def run_console(dsn: str, schema: str, *, config: ConsoleConfig) -> int:
-    """Run the console until the operator quits; returns the process exit code."""
-    app = JobtuiApp(dsn, schema, config=config)
+def run_console(
+    dsn: str,
+    schema: str,
+    *,
+    config: ConsoleConfig,
+    env: str | None = None,
+    env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+) -> int:
+    """Run the console until the operator quits; returns the process exit code.
+
+    `env` names the environment in a banner, red when it matches `env_danger_pattern`
+    (comma-separated globs, any case).
+    """
+    app = JobtuiApp(dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern)
     app.run()
     return app.return_code or 0

@@ -26,7 +26,7 @@ from jobtui.models import ScheduleRow
 from jobtui.tui.connection import Link
 from jobtui.tui.host import DetailAsked, ScheduleAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane
+from jobtui.tui.panes.pane import InfoLine, Pane, WrappingInfo
 from jobtui.tui.server import age_s, server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
@@ -58,6 +58,8 @@ class SchedulesPane(Pane):
     def compose(self) -> ComposeResult:
         yield InfoLine(id="schedules-info", classes="info")
         yield KeyedTable(id="schedules-table")
+        # The row under the cursor in full: at 80 columns the table cannot show every field.
+        yield WrappingInfo(id="schedule-detail", classes="info")
 
     def on_mount(self) -> None:
         # The operator's questions first (which, paused?, when next, how did the last go),
@@ -68,8 +70,9 @@ class SchedulesPane(Pane):
             ("next", "next run", 9),
             ("last", "last run", 9),
             ("outcome", "outcome", 9),
-            ("kind", "kind", 14),
-            ("cron", "cron · time zone", None),
+            ("cron", "cron", 13),
+            ("tz", "time zone", 16),
+            ("kind", "kind", 16),
         )
 
     async def load(self, link: Link) -> SchedulesData:
@@ -101,18 +104,41 @@ class SchedulesPane(Pane):
                             r.last_state or ("pruned" if r.last_job_id else "–"),
                             outcome_style.get(r.last_state or "", st.muted),
                         ),
+                        inert(r.cron),
+                        inert(r.timezone),
                         inert(r.kind),
-                        Text.assemble(inert(r.cron), (" · ", "dim"), inert(r.timezone)),
                     ],
                 )
             )
         self.query_one("#schedules-table", KeyedTable).sync(rows)
+        self._describe_current()
         n_paused = sum(r.paused_at is not None for r in data.rows)
         self.query_one("#schedules-info", InfoLine).set(
             Text(f"{len(data.rows):,} schedules", style="bold"),
             Text(f"   {n_paused} paused" if n_paused else "", style="dim"),
             Text("   P pause/resume · r run now · enter last job", style="dim"),
         )
+
+    def _describe_current(self) -> None:
+        row = self.current()
+        parts: list[Text | str] = []
+        if row is not None:
+            parts = [
+                inert(row.name, style="bold"),
+                Text(" · ", style="dim"),
+                inert(f"{row.cron} ({row.timezone})"),
+                Text(" · kind ", style="dim"),
+                inert(row.kind),
+                Text(f" · missed ticks: {row.missed}", style="dim"),
+            ]
+            if row.paused_at is not None:
+                parts += [Text(" · paused by ", style="dim"), inert(row.paused_by or "?")]
+            if row.last_job_id is not None:
+                parts.append(Text(f" · last job #{row.last_job_id}", style="dim"))
+        self.query_one("#schedule-detail", InfoLine).set(*parts)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._describe_current()
 
     def current(self) -> ScheduleRow | None:
         key = self.query_one("#schedules-table", KeyedTable).current_key

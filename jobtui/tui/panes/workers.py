@@ -22,7 +22,7 @@ from jobtui.inert import inert, one_line
 from jobtui.models import Snapshot, WorkerRow
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane
-from jobtui.tui.panes.pane import InfoLine
+from jobtui.tui.panes.pane import WrappingInfo
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 
@@ -31,14 +31,14 @@ class WorkersPane(KindsPane):
     main_table = "#workers-table"
 
     def compose(self) -> ComposeResult:
-        yield InfoLine(id="workers-info", classes="info")
+        yield WrappingInfo(id="workers-info", classes="info")
         yield KeyedTable(id="workers-table")
         yield KeyedTable(id="worker-kinds")
 
     def on_mount(self) -> None:
         self.query_one("#workers-table", KeyedTable).setup_columns(
             ("id", "id", 20),
-            ("hb", "heartbeat", 10),
+            ("hb", "heartbeat", 11),
             ("running", "run/max", 7),
             ("wake", "woken by", 10),
             ("abandoned", "aband", 5),
@@ -57,7 +57,7 @@ class WorkersPane(KindsPane):
             ("dead", "dead", 8),
         )
         self.query_one("#workers-table").border_title = "workers"
-        self.query_one("#worker-kinds").border_title = "kinds (P pause/resume)"
+        self.query_one("#worker-kinds").border_title = "kinds (P pause/resume · L limits)"
 
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
@@ -140,7 +140,7 @@ class WorkersPane(KindsPane):
             parts.append(Text(f" · {total} outcome errors", style=st.error))
             if last:
                 parts += [Text(", last: ", style=st.error), inert(one_line(last, 120))]
-        self.query_one("#workers-info", InfoLine).set(*parts)
+        self.query_one("#workers-info", WrappingInfo).set(*parts)
 
 
 def wakeup_cell(w: WorkerRow, st: CellStyles) -> Text:
