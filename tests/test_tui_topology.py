@@ -260,3 +260,4 @@ async def test_primary_has_no_replica_badge(dsn: str, conn: psycopg.Connection) 
         assert app.replica is None and not app.read_only
         assert not app.query_one("#mode-banner").display
         assert "REPLICA" not in app.query_one(StatusBar).plain
+
