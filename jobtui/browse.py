@@ -323,6 +323,12 @@ async def kinds(conn: psycopg.AsyncConnection, schema: str) -> list[str]:
     return [r["kind"] for r in rows]
 
 
+async def paused_kinds(conn: psycopg.AsyncConnection, schema: str) -> dict[str, str]:
+    """Paused kinds and who paused each."""
+    rows = await fetch_dicts(conn, statement(schema, "browse_paused_kinds"), {})
+    return {r["kind"]: r["paused_by"] for r in rows}
+
+
 READ_ONLY_REPLICA = "replica: read-only (hot standby)"
 READ_ONLY_ROLE = "the database role cannot write"
 READ_ONLY_SESSION = "the session is read-only (default_transaction_read_only)"

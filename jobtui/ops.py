@@ -6,8 +6,10 @@ filled in by the column default, so it is the role that really did it). Whether 
 allowed is the database's decision: a role without the privileges gets InsufficientPrivilege.
 
 Bulk `*_matching` actions act on the rows matching *when they start*: they fix an upper bound
-first, then work in id order in batches, one transaction and one audit row per batch, so rows
-arriving later are not swept and a bulk action can never chase its own tail.
+first, then work in id order in batches, one transaction per batch, so rows arriving later are
+not swept and a bulk action can never chase its own tail. One action is still one audit row,
+holding the filter and the total: the first batch that changes something inserts it and each
+later batch adds its count in its own transaction, so the row always equals what is committed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import dataclasses
 import getpass
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,10 +34,12 @@ from jobtui.browse import (
     job_filter_params,
     statement,
 )
-from jobtui.models import DeadFilter, JobFilter
+from jobtui.models import DeadFilter, JobFilter, RequeueOutcome
 from jobtui.sql import notify_channel
 
 Progress = Callable[[int], None]
+# An action on one named thing (a kind, a schedule): returns 1 if it changed, 0 if not.
+NamedAction = Callable[..., Awaitable[int]]
 
 MAX_BATCH = 100_000
 
@@ -116,6 +120,39 @@ async def _audit(
     )
 
 
+class _AuditTotal:
+    """The one audit row of a bulk action, kept equal to what its committed batches changed."""
+
+    def __init__(self, schema: str, os_user: str, action: str, filter: Jsonb) -> None:
+        self.schema, self.os_user, self.action, self.filter = schema, os_user, action, filter
+        self.id: int | None = None
+
+    async def add(self, conn: psycopg.AsyncConnection, n: int) -> None:
+        """Inside the batch's transaction: insert the row (first batch) or add `n` to it."""
+        if self.id is None:
+            async with conn.cursor() as cur:
+                await cur.execute(
+                    statement(self.schema, "ops_audit_open"),
+                    {
+                        "os_user": self.os_user,
+                        "action": self.action,
+                        "ids": None,
+                        "filter": self.filter,
+                        "count": n,
+                    },
+                )
+                row = await cur.fetchone()
+            assert row is not None
+            self.id = int(row[0])
+        else:
+            await conn.execute(statement(self.schema, "ops_audit_add"), {"id": self.id, "count": n})
+
+    async def close_empty(self, conn: psycopg.AsyncConnection) -> None:
+        """An action that changed nothing still leaves its one row (count 0)."""
+        if self.id is None:
+            await _audit(conn, self.schema, self.os_user, self.action, 0, filter=self.filter)
+
+
 async def _notify(conn: psycopg.AsyncConnection, schema: str, message: str) -> None:
     await conn.execute(
         statement(schema, "notify"), {"channel": notify_channel(schema), "message": message}
@@ -149,16 +186,10 @@ async def _ids_action(
 async def requeue_dead(
     conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
 ) -> int:
-    """Move these dead letters back to `jobs` (same id, error history kept, attempts reset)."""
-    return await _ids_action(
-        conn,
-        schema,
-        ids,
-        actor,
-        action="requeue_dead",
-        sql_name="ops_requeue_ids",
-        notify="requeue",
-    )
+    """Move these dead letters back to `jobs` (same id, error history and unique key kept,
+    attempts reset); returns how many moved. One whose unique key an unfinished job holds
+    stays a dead letter: `requeue_dead_keyed` says which."""
+    return len((await requeue_dead_keyed(conn, schema, ids, actor=actor)).requeued)
 
 
 async def delete_dead(
@@ -216,7 +247,7 @@ async def _dead_batches(
         first = await cur.fetchone()
     assert first is not None
     bound, t0 = first["bound"], first["t0"]
-    audit_filter = _filter_json(flt, bound=bound, at=t0)
+    audit = _AuditTotal(schema, os_user, action, _filter_json(flt, bound=bound, at=t0))
     total, after = 0, None
     if bound is not None:
         after = -(2**63)
@@ -234,16 +265,13 @@ async def _dead_batches(
                     break
                 after = last_id
                 if ids:
-                    await _audit(
-                        conn, schema, os_user, action, len(ids), ids=ids, filter=audit_filter
-                    )
+                    await audit.add(conn, len(ids))
                     if notify:
                         await _notify(conn, schema, notify)
             total += len(ids)
             if on_progress:
                 on_progress(total)
-    if total == 0:
-        await _audit(conn, schema, os_user, action, 0, filter=audit_filter)
+    await audit.close_empty(conn)
     return total
 
 
@@ -256,18 +284,67 @@ async def requeue_dead_matching(
     batch_size: int = 5000,
     on_progress: Progress | None = None,
 ) -> int:
-    """Requeue every dead letter matching `flt` at the start, in batches; returns the total."""
-    return await _dead_batches(
-        conn,
-        schema,
-        flt,
-        actor,
-        action="requeue_dead_matching",
-        sql_name="ops_requeue_dead_batch",
-        notify="requeue",
-        batch_size=batch_size,
-        on_progress=on_progress,
+    """Requeue every dead letter matching `flt` at the start, in batches; returns the total
+    (keys held by unfinished jobs stay behind: `requeue_dead_matching_keyed` says which)."""
+    outcome = await requeue_dead_matching_keyed(
+        conn, schema, flt, actor=actor, batch_size=batch_size, on_progress=on_progress
     )
+    return len(outcome.requeued)
+
+
+async def requeue_dead_matching_keyed(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    flt: DeadFilter,
+    *,
+    actor: Actor,
+    batch_size: int = 5000,
+    on_progress: Progress | None = None,
+) -> RequeueOutcome:
+    """Requeue every dead letter matching `flt` at the start, in batches, keeping unique keys:
+    one whose key an unfinished job holds stays a dead letter and is reported as skipped.
+
+    One audit row for the whole action (count = requeued); `on_progress` gets the running
+    total of rows requeued or skipped.
+    """
+    params = dead_filter_params(flt)
+    os_user = _actor(actor)
+    batch = _batch(batch_size)
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(statement(schema, "ops_dead_bound"), params, prepare=False)
+        first = await cur.fetchone()
+    assert first is not None
+    bound, t0 = first["bound"], first["t0"]
+    audit = _AuditTotal(
+        schema, os_user, "requeue_dead_matching", _filter_json(flt, bound=bound, at=t0)
+    )
+    requeued: list[int] = []
+    skipped: list[int] = []
+    after = -(2**63)
+    while bound is not None:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(
+                statement(schema, "ops_dead_pick_batch"),
+                {**params, "after": after, "bound": bound, "t0": t0, "batch": batch},
+                prepare=False,
+            )
+            picked = [r[0] for r in await cur.fetchall()]
+            if not picked:
+                break
+            after = max(picked)
+            await cur.execute(statement(schema, "unique_requeue_dead_ids"), {"ids": picked})
+            rows = await cur.fetchall()
+            moved = sorted({r[0] for r in rows if r[1]})
+            kept = sorted({r[0] for r in rows if not r[1]} - set(moved))
+            if moved:
+                await audit.add(conn, len(moved))
+                await _notify(conn, schema, "requeue")
+        requeued += moved
+        skipped += kept
+        if on_progress:
+            on_progress(len(requeued) + len(skipped))
+    await audit.close_empty(conn)
+    return RequeueOutcome(requeued, skipped)
 
 
 async def delete_dead_matching(
@@ -310,7 +387,7 @@ async def cancel_jobs_matching(
         await cur.execute(statement(schema, "ops_jobs_bound"), params, prepare=False)
         first = await cur.fetchone()
     bound = first[0] if first else None
-    audit_filter = _filter_json(flt, bound=bound)
+    audit = _AuditTotal(schema, os_user, "cancel_jobs_matching", _filter_json(flt, bound=bound))
     total, after = 0, -(2**63)
     while bound is not None:
         async with conn.transaction(), conn.cursor() as cur:
@@ -326,22 +403,13 @@ async def cancel_jobs_matching(
                 break
             after = last_id
             if ids:
-                await _audit(
-                    conn,
-                    schema,
-                    os_user,
-                    "cancel_jobs_matching",
-                    len(ids),
-                    ids=ids,
-                    filter=audit_filter,
-                )
+                await audit.add(conn, len(ids))
                 if running:
                     await _notify(conn, schema, "cancel")
         total += len(ids)
         if on_progress:
             on_progress(total)
-    if total == 0:
-        await _audit(conn, schema, os_user, "cancel_jobs_matching", 0, filter=audit_filter)
+    await audit.close_empty(conn)
     return total
 
 
@@ -382,8 +450,8 @@ async def prune_finished(
 ) -> int:
     """Delete jobs finished (succeeded or cancelled) before now − `older_than`, in batches.
 
-    Dead letters and unfinished jobs are never touched. One audit row per batch that deleted
-    something (a periodic prune that finds nothing leaves no trace).
+    Dead letters and unfinished jobs are never touched. One audit row for the whole prune,
+    holding the total (a prune that finds nothing leaves no trace).
     """
     if not isinstance(older_than, timedelta) or older_than < timedelta(0):
         raise InvalidAction(f"older_than must be a non-negative duration, not {older_than!r}")
@@ -394,7 +462,12 @@ async def prune_finished(
         now_row = await cur.fetchone()
     assert now_row is not None
     cutoff = now_row[0] - older_than
-    audit_filter = Jsonb({"older_than_s": older_than.total_seconds(), "cutoff": cutoff.isoformat()})
+    audit = _AuditTotal(
+        schema,
+        os_user,
+        "prune_finished",
+        Jsonb({"older_than_s": older_than.total_seconds(), "cutoff": cutoff.isoformat()}),
+    )
     total = 0
     while True:
         async with conn.transaction(), conn.cursor() as cur:
@@ -403,7 +476,7 @@ async def prune_finished(
             )
             n = len(await cur.fetchall())
             if n:
-                await _audit(conn, schema, os_user, "prune_finished", n, filter=audit_filter)
+                await audit.add(conn, n)
         if not n:
             break
         total += n
@@ -416,7 +489,6 @@ async def prune_finished(
 # Appended as one block (this file is shared with other work in flight); its imports move to
 # the top when the branches meet.
 from jobtui.limits import InvalidLimit, KindLimit  # noqa: E402
-from jobtui.models import RequeueOutcome  # noqa: E402
 
 
 async def requeue_dead_keyed(

@@ -157,3 +157,50 @@ def test_check_unknown(empty_dsn: str) -> None:
         assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1, proc.stderr
     proc = run_cli("check", "--max-dead", "5", "--crit-dead", "1", dsn=empty_dsn)
     assert proc.returncode == 3 and "below" in proc.stdout
+
+
+def test_stats_shows_each_workers_abandoned_threads_outcome_errors_and_wakeup(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Issue 9 leftovers: what a worker holds, what it could not write, how it is woken."""
+    conn.execute(
+        """INSERT INTO workers (id, host, pid, kinds, concurrency, abandoned, outcome_errors,
+               last_outcome_error, wakeup_mode, wakeup_note, listen_connected, poll_interval_s)
+           VALUES ('w-poll', 'h', 1, '{mail}', 4, 2, 5,
+                   'insert or update on table "dead_letters" violates constraint',
+                   'polling', 'behind a transaction pooler; no --listen-dsn', false, 0.25),
+                  ('w-listen', 'h', 2, '{mail}', 4, 0, 0, NULL, 'listen', NULL, true, 1)"""
+    )
+    text = assert_ok(run_cli("stats", dsn=dsn))
+    (poll_line,) = [line for line in text.splitlines() if line.startswith("w-poll ")]
+    assert " 2 " in poll_line and " 5 " in poll_line
+    assert "polling every 0.25s (behind a transaction pooler; no --listen-dsn)" in poll_line
+    (listen_line,) = [line for line in text.splitlines() if line.startswith("w-listen ")]
+    assert listen_line.rstrip().endswith("listen")
+    assert 'last outcome error on w-poll: insert or update on table "dead_letters"' in text
+    assert "bundled worker only" in text
+
+    data = json.loads(assert_ok(run_cli("stats", "--json", dsn=dsn)))
+    by_id = {w["id"]: w for w in data["workers"]}
+    assert by_id["w-poll"]["abandoned"] == 2 and by_id["w-poll"]["outcome_errors"] == 5
+    assert by_id["w-poll"]["wakeup_mode"] == "polling"
+    assert data["throughput_source"] == "bundled worker only" and data["replica"] is None
+
+    samples = parse_prometheus(assert_ok(run_cli("stats", "--prometheus", dsn=dsn)))
+    assert samples[("jobtui_worker_abandoned_threads", (("worker", "w-poll"),))] == 2
+    assert samples[("jobtui_worker_outcome_errors", (("worker", "w-poll"),))] == 5
+    assert samples[("jobtui_worker_polling", (("worker", "w-poll"),))] == 1
+    assert samples[("jobtui_worker_polling", (("worker", "w-listen"),))] == 0
+    assert samples[("jobtui_is_replica", ())] == 0
+
+
+def test_exhausted_rows_are_not_ready_in_stats_or_check(dsn: str, conn: psycopg.Connection) -> None:
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, attempts, max_attempts, run_at) "
+        "SELECT 'legacy', '{}', 1, 1, now() - interval '1 h' FROM generate_series(1, 3)"
+    )
+    data = json.loads(assert_ok(run_cli("stats", "--json", dsn=dsn)))
+    assert (data["totals"]["ready"], data["totals"]["exhausted"]) == (0, 3)
+    proc = run_cli("check", "--max-ready", "0", "--max-oldest-age", "1m", dsn=dsn)
+    assert proc.returncode == 0, proc.stdout
+    assert "exhausted 3" in proc.stdout

@@ -148,3 +148,167 @@ def test_database_text_is_printed_inert(dsn: str, conn: psycopg.Connection) -> N
         assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
     assert "\\x1b]52;c;cGF3bmVk\\x07\\x1b[2J[bold red]boom[/]" in outputs[1]
     assert "\\u202e" in outputs[0]
+
+
+def _audit(conn: psycopg.Connection) -> list[tuple[str, int, object]]:
+    return conn.execute("SELECT action, count, filter FROM audit_log ORDER BY id").fetchall()
+
+
+def test_schedules_list_pause_resume_and_run_now(dsn: str, conn: psycopg.Connection) -> None:
+    """Issue 13 from the CLI: every change through jobtui.ops, audited; one-line errors."""
+    conn.execute(
+        "INSERT INTO schedules (name, cron, timezone, kind, payload, next_tick) "
+        "VALUES ('nightly', '0 3 * * *', 'Europe/Berlin', 'report', '{\"n\": 1}', "
+        "now() + interval '2 hours')"
+    )
+    listed = assert_ok(run_cli("schedules", "list", dsn=dsn))
+    header, row = listed.splitlines()
+    assert header.split() == [
+        "NAME",
+        "CRON",
+        "TZ",
+        "KIND",
+        "NEXT",
+        "RUN",
+        "LAST",
+        "RUN",
+        "OUTCOME",
+        "PAUSED",
+    ]
+    assert row.startswith("nightly") and "0 3 * * *" in row and "Europe/Berlin" in row
+    assert "in 1h59m" in row or "in 2h00m" in row, row
+    assert row.rstrip().endswith("no")
+
+    assert (
+        assert_ok(run_cli("schedules", "pause", "nightly", dsn=dsn)) == "paused schedule nightly\n"
+    )
+    assert "already paused" in assert_ok(run_cli("schedules", "pause", "nightly", dsn=dsn))
+    row = assert_ok(run_cli("schedules", "list", dsn=dsn)).splitlines()[1]
+    assert "paused by " in row
+    out = assert_ok(run_cli("schedules", "run-now", "nightly", dsn=dsn))
+    job_id = int(re.match(r"enqueued job (\d+) for schedule nightly", out).group(1))  # type: ignore[union-attr]
+    assert conn.execute("SELECT kind, payload FROM jobs WHERE id = %s", (job_id,)).fetchone() == (
+        "report",
+        {"n": 1},
+    )
+    data = json.loads(assert_ok(run_cli("schedules", "list", "--json", dsn=dsn)))
+    assert data[0]["last_job_id"] == job_id and data[0]["last_state"] == "ready"
+    assert f"ready (job {job_id})" in assert_ok(run_cli("schedules", "list", dsn=dsn))
+    assert assert_ok(run_cli("schedules", "resume", "nightly", dsn=dsn)) == (
+        "resumed schedule nightly\n"
+    )
+    assert [(a, n) for a, n, _ in _audit(conn)] == [
+        ("pause_schedule", 1),
+        ("pause_schedule", 0),
+        ("run_schedule_now", 1),
+        ("resume_schedule", 1),
+    ]
+    for action in ("pause", "resume", "run-now"):
+        assert_one_error(
+            run_cli("schedules", action, "no such'; DROP TABLE jobs; --", dsn=dsn),
+            1,
+            "no schedule named",
+        )
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+
+
+def test_kinds_limit_list_and_clear(dsn: str, conn: psycopg.Connection) -> None:
+    conn.execute(
+        "INSERT INTO kind_limits (kind, declared_concurrency, declared_at)"
+        " VALUES ('mail', 3, now())"
+    )
+    _job(conn, "sms")
+    listed = assert_ok(run_cli("kinds", "list", dsn=dsn))
+    assert re.search(r"^mail\s+3 running\s+declared on the handler\s+no$", listed, re.M), listed
+    assert re.search(r"^sms\s+no limits\s+–\s+no$", listed, re.M), listed
+
+    out = assert_ok(
+        run_cli(
+            "kinds",
+            "limit",
+            "mail",
+            "--concurrency",
+            "5",
+            "--per-worker",
+            "2",
+            "--rate",
+            "100/m",
+            dsn=dsn,
+        )
+    )
+    assert out.startswith("mail: 5 running, 2/worker, 100/m (override by ")
+    row = conn.execute(
+        "SELECT concurrency, per_worker, rate, period_s, overridden FROM kind_limits"
+        " WHERE kind = 'mail'"
+    ).fetchone()
+    assert row == (5, 2, 100, 60, True)
+    # The override replaces the declared set as a whole: --rate alone lifts the concurrency.
+    assert_ok(run_cli("kinds", "limit", "mail", "--rate", "5/s", dsn=dsn))
+    assert conn.execute(
+        "SELECT concurrency, rate, period_s FROM kind_limits WHERE kind = 'mail'"
+    ).fetchone() == (None, 5, 1)
+    out = assert_ok(run_cli("kinds", "limit", "mail", "--clear", dsn=dsn))
+    assert out == "mail: 3 running (declared on the handler)\n"
+    assert "had no override" in assert_ok(run_cli("kinds", "limit", "mail", "--clear", dsn=dsn))
+    assert [a for a, _, _ in _audit(conn)] == [
+        "set_kind_limits",
+        "set_kind_limits",
+        "clear_kind_limits",
+        "clear_kind_limits",
+    ]
+    data = json.loads(assert_ok(run_cli("kinds", "list", "--json", dsn=dsn)))
+    assert {d["kind"] for d in data} == {"mail", "sms"}
+
+    before = conn.execute("SELECT count(*) FROM audit_log").fetchone()
+    assert_one_error(run_cli("kinds", "limit", "mail", "--rate", "100/x", dsn=dsn), 1, "rate")
+    assert_one_error(run_cli("kinds", "limit", "mail", dsn=dsn), 1, "--clear")
+    assert_one_error(
+        run_cli("kinds", "limit", "mail", "--clear", "--rate", "1/s", dsn=dsn), 1, "--clear"
+    )
+    assert_one_error(run_cli("kinds", "limit", "mail", "--concurrency", "0", dsn=dsn), 2)
+    assert_one_error(run_cli("kinds", "limit", " ", "--concurrency", "2", dsn=dsn), 1, "kind")
+    assert_one_error(run_cli("kinds", "limit", "mail", "--rate", "0/s", dsn=dsn), 1, "rate")
+    assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == before
+
+
+def test_key_filter_and_requeue_that_keeps_unique_keys(dsn: str, conn: psycopg.Connection) -> None:
+    held = _dead(conn, "invoice", "E: x")
+    free = _dead(conn, "invoice", "E: x")
+    conn.execute("UPDATE dead_letters SET unique_key = 'inv:1' WHERE id = %s", (held,))
+    conn.execute("UPDATE dead_letters SET unique_key = 'inv:2' WHERE id = %s", (free,))
+    holder = conn.execute(
+        "INSERT INTO jobs (kind, payload, unique_key) VALUES ('invoice', '{}', 'inv:1')"
+        " RETURNING id"
+    ).fetchone()[0]  # type: ignore[index]
+    listed = assert_ok(run_cli("dead", "list", "--key", "inv:2", dsn=dsn))
+    assert [line.split()[0] for line in listed.splitlines()[1:]] == [str(free)]
+    jobs = assert_ok(run_cli("jobs", "list", "--key", "inv:1", dsn=dsn))
+    assert [line.split()[0] for line in jobs.splitlines()[1:]] == [str(holder)]
+
+    proc = run_cli("dead", "requeue", "--kind", "invoice", dsn=dsn)
+    assert proc.returncode == 0 and proc.stdout == "requeued 1 dead letter\n", proc
+    assert proc.stderr == (
+        f"skipped 1 dead letter: an unfinished job holds its unique key (ids {held})\n"
+    )
+    assert conn.execute("SELECT id FROM dead_letters").fetchall() == [(held,)]
+    assert conn.execute("SELECT unique_key FROM jobs WHERE id = %s", (free,)).fetchone() == (
+        "inv:2",
+    )
+    proc = run_cli("dead", "requeue", str(held), dsn=dsn)
+    assert proc.stdout == "requeued 0 dead letters\n" and f"ids {held}" in proc.stderr
+    hostile = "x'; DROP TABLE jobs; --%_\\" + HOSTILE
+    assert assert_ok(run_cli("jobs", "list", "--key", hostile, dsn=dsn)) == "no jobs match\n"
+    assert assert_ok(run_cli("dead", "list", "--key", hostile, dsn=dsn)) == (
+        "no dead letters match\n"
+    )
+
+
+def test_exhausted_is_a_state_in_jobs_list(dsn: str, conn: psycopg.Connection) -> None:
+    gave_up = conn.execute(
+        "INSERT INTO jobs (kind, payload, attempts, max_attempts) VALUES ('legacy', '{}', 2, 2)"
+        " RETURNING id"
+    ).fetchone()[0]  # type: ignore[index]
+    _job(conn, "legacy")
+    out = assert_ok(run_cli("jobs", "list", "--state", "exhausted", dsn=dsn))
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [str(gave_up)]
+    assert "exhausted" in out

@@ -216,8 +216,8 @@ async def test_requeue_matching_filters_and_fixes_its_bound(
     left = {r[0] for r in conn.execute("SELECT id FROM dead_letters").fetchall()}
     assert left == set(others) | set(late)
     rows = [e for e in audit(conn) if e["action"] == "requeue_dead_matching"]
-    assert [e["count"] for e in rows] == [3, 3, 1]
-    assert sorted(i for e in rows for i in e["ids"]) == sorted(timeouts)
+    # One action, one audit row: the total and the filter (issue 15 item 8), no id list.
+    assert [(e["count"], e["ids"]) for e in rows] == [(7, None)]
     assert rows[0]["filter"]["kind"] == "email" and rows[0]["filter"]["bound"] == max(timeouts)
     # Nothing matching: 0, one audit row saying so.
     assert await ops.requeue_dead_matching(aconn, S, DeadFilter(kind="nope"), actor=ME) == 0
@@ -450,8 +450,8 @@ async def test_prune_leaves_dead_letters_and_unfinished_jobs(
     assert {r[0] for r in conn.execute("SELECT id FROM jobs").fetchall()} == {recent, pending}
     assert count(conn, "SELECT count(*) FROM dead_letters WHERE id = %s", dead) == 1
     assert [(e["action"], e["count"], e["os_user"]) for e in audit(conn)] == [
-        ("prune_finished", 2, "worker:h:1:x")
-    ] * 3
+        ("prune_finished", 6, "worker:h:1:x")
+    ]
     assert await ops.prune_finished(aconn, S, timedelta(days=7), actor=ME) == 0
 
 
@@ -523,3 +523,45 @@ async def test_actions_and_reads_work_in_another_schema(
     assert count(conn, 'SELECT count(*) FROM "Ops_Alt".audit_log') == 1
     assert count(conn, "SELECT count(*) FROM public.jobs") == 0
     assert count(conn, "SELECT count(*) FROM public.audit_log") == 0
+
+
+async def test_bulk_requeue_keeps_unique_keys_and_reports_the_ones_held(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """The batched requeue uses the keyed move: a key held by an unfinished job stays dead."""
+    free = add_dead(conn, "invoice", "E: x")
+    held = add_dead(conn, "invoice", "E: x")
+    plain = add_dead(conn, "invoice", "E: x")
+    conn.execute("UPDATE dead_letters SET unique_key = 'k:free' WHERE id = %s", (free,))
+    conn.execute("UPDATE dead_letters SET unique_key = 'k:held' WHERE id = %s", (held,))
+    holder = add_job(conn, "invoice", unique_key="k:held")
+    outcome = await ops.requeue_dead_matching_keyed(
+        aconn, S, DeadFilter(kind="invoice"), actor=ME, batch_size=2
+    )
+    assert (outcome.requeued, outcome.skipped) == (sorted([free, plain]), [held])
+    rows = conn.execute("SELECT id, unique_key FROM jobs ORDER BY id").fetchall()
+    assert sorted(rows) == sorted([(free, "k:free"), (plain, None), (holder, "k:held")])
+    assert conn.execute("SELECT id FROM dead_letters").fetchall() == [(held,)]
+    (row,) = [e for e in audit(conn) if e["action"] == "requeue_dead_matching"]
+    assert row["count"] == 2 and row["filter"]["kind"] == "invoice"
+    # By ids too: the held one is skipped again, nothing else changes.
+    assert await ops.requeue_dead(aconn, S, [held], actor=ME) == 0
+
+
+async def test_audit_counts_only_grow_and_only_on_the_roles_own_rows(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Migration 0014: UPDATE (count) is granted for bulk actions; history cannot be rewritten."""
+    await ops.pause_kind(aconn, S, "mail", actor=ME)
+    (row,) = audit(conn)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+        conn.execute("UPDATE audit_log SET count = count - 1 WHERE id = %s", (row["id"],))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+        conn.execute("UPDATE audit_log SET action = 'x' WHERE id = %s", (row["id"],))
+    conn.execute(
+        "ALTER TABLE audit_log DISABLE TRIGGER jobtui_audit_count_guard; "
+        "UPDATE audit_log SET db_role = 'someone_else'; "
+        "ALTER TABLE audit_log ENABLE TRIGGER jobtui_audit_count_guard"
+    )
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+        conn.execute("UPDATE audit_log SET count = count + 1 WHERE id = %s", (row["id"],))

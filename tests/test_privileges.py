@@ -227,6 +227,40 @@ async def test_as_operator_the_audit_log_cannot_be_altered_or_deleted(
     )
 
 
+async def test_as_operator_and_worker_a_bulk_action_in_batches_is_one_audit_row(
+    dsn: str, conn: psycopg.Connection, logins: dict[str, tuple[str, str]]
+) -> None:
+    """Issue 15 item 8 under least privilege: later batches add to the row's count (UPDATE
+    (count) granted), and that grant cannot lower a count or touch another role's row."""
+    seed(conn)
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, finished_at)"
+        " SELECT 'old', '{}', now() - '30 days'::interval FROM generate_series(1, 4)"
+    )
+    actor = ops.Actor.current()
+    async with await psycopg.AsyncConnection.connect(logins["operator"][1], autocommit=True) as a:
+        n = await ops.requeue_dead_matching(
+            a, "public", DeadFilter(kind="dk"), actor=actor, batch_size=1
+        )
+        assert n == 3
+        with pytest.raises(errors.InsufficientPrivilege):
+            await a.execute("UPDATE audit_log SET count = 0")
+    async with await psycopg.AsyncConnection.connect(logins["worker"][1], autocommit=True) as w:
+        pruned = await ops.prune_finished(
+            w, "public", timedelta(days=7), actor=ops.Actor.worker("w1"), batch_size=2
+        )
+        assert pruned == 5
+        with pytest.raises(errors.InsufficientPrivilege):
+            await w.execute(
+                "UPDATE audit_log SET count = count + 1 WHERE action = 'requeue_dead_matching'"
+            )
+    rows = conn.execute("SELECT action, count, db_role FROM audit_log ORDER BY id").fetchall()
+    assert rows == [
+        ("requeue_dead_matching", 3, logins["operator"][0]),
+        ("prune_finished", 5, logins["worker"][0]),
+    ]
+
+
 async def test_as_operator_the_database_role_of_an_audit_row_cannot_be_forged(
     dsn: str, conn: psycopg.Connection, logins: dict[str, tuple[str, str]]
 ) -> None:

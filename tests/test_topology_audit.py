@@ -6,7 +6,6 @@ Today `prune` writes one row per batch of 1,000 and a bulk requeue one per batch
 from __future__ import annotations
 
 import psycopg
-import pytest
 from test_cli_support import assert_ok, run_cli
 
 PRUNED = 5_000
@@ -19,11 +18,6 @@ def _audit_rows(conn: psycopg.Connection, action_like: str) -> list[tuple[str, i
     ).fetchall()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: one `jobtui prune` writes one audit row per batch of 1,000 "
-    "(5 rows for 5,000 jobs; ~2,000 for the issue's 2,000,000)",
-)
 def test_one_prune_is_one_audit_row(dsn: str, conn: psycopg.Connection) -> None:
     conn.execute(
         "INSERT INTO jobs (kind, payload, finished_at, attempts) "
@@ -36,11 +30,6 @@ def test_one_prune_is_one_audit_row(dsn: str, conn: psycopg.Connection) -> None:
     assert rows == [("prune_finished", PRUNED)], rows
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: one bulk requeue writes one audit row per batch of 5,000 "
-    "(3 rows for 12,000 dead letters; 19 for the issue's 94,000)",
-)
 def test_one_bulk_requeue_is_one_audit_row_with_its_filter(
     dsn: str, conn: psycopg.Connection
 ) -> None:

@@ -8,6 +8,7 @@ with the reason.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -50,10 +51,6 @@ def test_stats_and_check_read_the_standby(replica_db: ReplicaDB) -> None:
     assert out.startswith("JOBTUI OK")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: `stats --json` on a standby says nothing about being a replica or its lag",
-)
 def test_stats_json_on_the_standby_has_a_replica_badge_with_its_lag(replica_db: ReplicaDB) -> None:
     _fill(replica_db)
     standby = json.loads(assert_ok(run_cli("stats", "--json", dsn=replica_db.standby_dsn)))
@@ -63,10 +60,6 @@ def test_stats_json_on_the_standby_has_a_replica_badge_with_its_lag(replica_db: 
     assert not {k for k in _numbers(primary) if "replica" in k and "lag" in k}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: `stats --prometheus` has no replica/lag series",
-)
 def test_prometheus_on_the_standby_has_the_replication_lag(replica_db: ReplicaDB) -> None:
     _fill(replica_db)
     samples = parse_prometheus(
@@ -76,10 +69,6 @@ def test_prometheus_on_the_standby_has_the_replication_lag(replica_db: ReplicaDB
     assert lags and all(0 <= v < 60 for v in lags.values()), sorted({n for n, _ in samples})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: `check --max-replica-lag` does not exist (argparse: unrecognized arguments)",
-)
 def test_check_max_replica_lag(replica_db: ReplicaDB) -> None:
     _fill(replica_db)
     proc = run_cli("check", "--max-replica-lag", "60s", dsn=replica_db.standby_dsn)
@@ -106,3 +95,55 @@ async def test_console_on_the_standby_is_read_only_and_says_why(replica_db: Repl
         said = status + " ".join(n.message.lower() for n in app._notifications)
         assert app.read_only, status
         assert "replica" in said or "standby" in said, said
+
+
+def test_a_standby_whose_replay_is_paused_reports_real_lag_and_check_goes_critical(
+    replica_db: ReplicaDB,
+) -> None:
+    """A standby lagging for real: WAL received but not replayed."""
+    _fill(replica_db)
+    with psycopg.connect(replica_db.standby_dsn, autocommit=True) as standby:
+        standby.execute("SELECT pg_wal_replay_pause()")
+        try:
+            time.sleep(2.5)
+            with psycopg.connect(replica_db.primary_dsn, autocommit=True) as primary:
+                primary.execute("INSERT INTO jobs (kind, payload) VALUES ('mail', '{}')")
+            deadline = time.monotonic() + 20
+            while True:
+                row = standby.execute(
+                    "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()"
+                ).fetchone()
+                if row and row[0]:
+                    break
+                assert time.monotonic() < deadline, "the standby never received the new WAL"
+                time.sleep(0.1)
+            data = json.loads(assert_ok(run_cli("stats", "--json", dsn=replica_db.standby_dsn)))
+            assert data["replica"]["lag_s"] >= 2.0, data["replica"]
+            proc = run_cli(
+                "check",
+                "--max-replica-lag",
+                "1s",
+                "--crit-replica-lag",
+                "2s",
+                dsn=replica_db.standby_dsn,
+            )
+            assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+            assert proc.stdout.startswith("JOBTUI CRITICAL - replica lag"), proc.stdout
+            warn = run_cli("check", "--max-replica-lag", "1s", dsn=replica_db.standby_dsn)
+            assert warn.returncode in (1, 2), warn.stdout
+        finally:
+            standby.execute("SELECT pg_wal_replay_resume()")
+    replica_db.wait_replayed()
+    data = json.loads(assert_ok(run_cli("stats", "--json", dsn=replica_db.standby_dsn)))
+    assert data["replica"]["lag_s"] < 2.0, data["replica"]
+
+
+def test_check_with_a_replica_lag_threshold_on_the_primary_is_ok(replica_db: ReplicaDB) -> None:
+    proc = run_cli("check", "--max-replica-lag", "1s", dsn=replica_db.primary_dsn)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "primary" in proc.stdout
+    samples = parse_prometheus(
+        assert_ok(run_cli("stats", "--prometheus", dsn=replica_db.primary_dsn))
+    )
+    assert samples[("jobtui_is_replica", ())] == 0
+    assert not [n for n, _ in samples if n == "jobtui_replica_lag_seconds"]

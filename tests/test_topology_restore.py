@@ -43,11 +43,6 @@ def _restore(source: str, target: str, *, schema_only: bool) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: after a schema-only restore `migrate` re-applies every migration from "
-    "0001 (it reads only the empty version table) instead of recognising the schema",
-)
 def test_migrate_after_a_schema_only_restore_repairs_or_refuses_clearly(
     dsn: str, empty_dsn: str
 ) -> None:
@@ -77,3 +72,52 @@ def test_a_full_restore_is_already_current(dsn: str, empty_dsn: str) -> None:
     _restore(dsn, empty_dsn, schema_only=False)
     proc = run_cli("migrate", dsn=empty_dsn)
     assert proc.returncode == 0 and "applied" not in proc.stdout, (proc.stdout, proc.stderr)
+
+
+def _apply_up_to(dsn: str, version: int) -> None:
+    """A schema at `version` with no version rows: what a schema-only restore of a database
+    that old leaves (the migrations run by hand, the version table created empty)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for m in load_migrations():
+            if m.version <= version:
+                conn.execute(m.for_schema("public"))
+        conn.execute(
+            "CREATE TABLE jobtui_migrations (version int primary key, name text not null, "
+            "applied_at timestamptz not null default now())"
+        )
+        conn.execute("INSERT INTO jobs (kind, payload) VALUES ('restored', '{}')")
+
+
+def test_migrate_after_restoring_an_older_version_records_it_and_applies_only_the_rest(
+    empty_dsn: str,
+) -> None:
+    _apply_up_to(empty_dsn, 5)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("CREATE INDEX my_own_index ON jobs (created_at)")  # an operator's own
+    proc = run_cli("migrate", dsn=empty_dsn)
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert "at version 5 with an empty version table" in first and "1-5" in first, first
+    later = [m for m in load_migrations() if m.version > 5]
+    assert second.endswith(
+        "(applied " + ", ".join(f"{m.version:04d}_{m.name}" for m in later) + ")"
+    ), second
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM jobtui_migrations")]
+        assert sorted(versions) == [m.version for m in load_migrations()]
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+
+
+def test_migrate_refuses_a_restored_schema_that_matches_no_version(empty_dsn: str) -> None:
+    _apply_up_to(empty_dsn, 2)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("DROP INDEX jobs_pending_kind")  # 0001 made it: matches no version now
+    proc = run_cli("migrate", dsn=empty_dsn)
+    assert proc.returncode != 0
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "version table is empty" in lines[0] and "nothing was changed" in lines[0]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM jobtui_migrations").fetchone() == (0,)
+        probes = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'jobtui_probe_%%'"
+        assert conn.execute(probes).fetchone() == (0,)  # the scratch schema was rolled back

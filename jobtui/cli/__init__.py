@@ -4,6 +4,8 @@
     demo        demo.py
     jobs        jobs.py  queue.py (enqueue)
     dead        dead.py
+    schedules   schedules.py
+    kinds       kinds.py
     stats check monitoring.py
     worker migrate prune roles  admin.py
 
@@ -19,11 +21,21 @@ import sys
 from collections.abc import Sequence
 
 from jobtui import __version__
-from jobtui.cli import admin, console, dead, demo, jobs, monitoring, queue
+from jobtui.cli import admin, console, dead, demo, jobs, kinds, monitoring, queue, schedules
 from jobtui.cli.args import FORMATTER, Commands, Parser, common_options, epilog
 from jobtui.cli.errors import EXIT_INTERRUPTED, EXIT_OK, explain, one_line
 
-GROUPS = (console, demo, admin, queue, monitoring, dead, jobs)  # in `jobtui --help` order
+GROUPS = (
+    console,
+    demo,
+    admin,
+    queue,
+    monitoring,
+    dead,
+    jobs,
+    schedules,
+    kinds,
+)  # in `jobtui --help` order
 
 
 def build_parser() -> Parser:

@@ -126,7 +126,7 @@ def cmd_worker(args: Args) -> int:
 
 
 def cmd_migrate(args: Args) -> int:
-    from jobtui.schema import applied_versions, migrate, pending_sql
+    from jobtui.schema import applied_versions, migrate_report, pending_sql
 
     schema = schema_of(args)
     with connect(dsn_of(args)) as conn:
@@ -138,8 +138,10 @@ def cmd_migrate(args: Args) -> int:
                 out(f"-- migration {migration.version:04d}_{migration.name}")
                 out(sql.rstrip() + "\n")
             return 0
-        applied = migrate(conn, schema)
+        applied, recognised = migrate_report(conn, schema)
         version = max(applied_versions(conn, schema), default=0)
+    if recognised is not None:
+        out(recognised.message(schema))
     if applied:
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)
         out(f"migrated schema {schema} to version {version} (applied {names})")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import psycopg
+
 from jobtui import ops
 from jobtui.browse import count_dead, get_dead, list_dead
 from jobtui.cli import output as fmt
@@ -14,6 +16,7 @@ from jobtui.cli.selection import (
     print_list,
     print_one,
 )
+from jobtui.cli.session import err, plural
 from jobtui.inert import first_line
 from jobtui.models import DeadFilter
 
@@ -42,7 +45,13 @@ def register(commands: Commands) -> None:
 
 
 def _filter(args: Args) -> DeadFilter:
-    return DeadFilter(kind=args.kind, error=args.error, signature=args.signature, text=args.text)
+    return DeadFilter(
+        kind=args.kind,
+        error=args.error,
+        signature=args.signature,
+        text=args.text,
+        unique_key=args.key,
+    )
 
 
 def cmd_list(args: Args) -> int:
@@ -68,7 +77,40 @@ def cmd_show(args: Args) -> int:
 
 
 def cmd_requeue(args: Args) -> int:
-    return _act(args, "requeued", ops.requeue_dead, ops.requeue_dead_matching)
+    """Requeue keeping unique keys; a dead letter whose key an unfinished job holds stays and
+    is reported (on stderr) with its id."""
+    skipped: list[int] = []
+
+    async def by_ids(
+        conn: psycopg.AsyncConnection, schema: str, ids: list[int], *, actor: ops.Actor
+    ) -> int:
+        outcome = await ops.requeue_dead_keyed(conn, schema, ids, actor=actor)
+        skipped.extend(outcome.skipped)
+        return len(outcome.requeued)
+
+    async def matching(
+        conn: psycopg.AsyncConnection,
+        schema: str,
+        flt: DeadFilter,
+        *,
+        actor: ops.Actor,
+        on_progress: ops.Progress | None = None,
+    ) -> int:
+        outcome = await ops.requeue_dead_matching_keyed(
+            conn, schema, flt, actor=actor, on_progress=on_progress
+        )
+        skipped.extend(outcome.skipped)
+        return len(outcome.requeued)
+
+    code = _act(args, "requeued", by_ids, matching)
+    if skipped:
+        shown = ", ".join(map(str, sorted(set(skipped))[:20]))
+        more = " …" if len(set(skipped)) > 20 else ""
+        err(
+            f"skipped {plural(len(set(skipped)), 'dead letter')}: an unfinished job holds "
+            f"its unique key (ids {shown}{more})"
+        )
+    return code
 
 
 def cmd_delete(args: Args) -> int:

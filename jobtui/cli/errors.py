@@ -56,17 +56,21 @@ def explain(exc: BaseException) -> tuple[str, int]:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions of the layers below that carry a message meant for the user."""
+    from jobtui.browse import InvalidFilter
     from jobtui.config import InvalidDuration
     from jobtui.console_config import ConfigError
     from jobtui.demo import DemoError
     from jobtui.embedded import EmbeddedUnavailable
     from jobtui.enqueue import InvalidJob
+    from jobtui.limits import InvalidLimit
     from jobtui.registry import RegistryImportError
     from jobtui.roles import InvalidRolePrefix
     from jobtui.schema import MigrationRefused
     from jobtui.sql import InvalidSchemaName
 
     return (
+        InvalidFilter,  # and ops.InvalidAction
+        InvalidLimit,
         InvalidDuration,
         ConfigError,
         DemoError,

@@ -62,7 +62,7 @@ def _states(args: Args) -> tuple[str, ...]:
 
 
 def _filter(args: Args) -> JobFilter:
-    return JobFilter(states=_states(args), kind=args.kind, text=args.error)
+    return JobFilter(states=_states(args), kind=args.kind, text=args.error, unique_key=args.key)
 
 
 def _when(t: datetime, now: datetime) -> str:

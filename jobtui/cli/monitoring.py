@@ -60,6 +60,13 @@ def register(commands: Commands) -> None:
     p.add_argument("--crit-dead", type=non_negative_int, metavar="N")
     p.add_argument("--max-ready", type=non_negative_int, metavar="N")
     p.add_argument("--crit-ready", type=non_negative_int, metavar="N")
+    p.add_argument(
+        "--max-replica-lag",
+        type=duration,
+        metavar="DURATION",
+        help="on a standby, the replay lag above which to warn (a primary is always fine)",
+    )
+    p.add_argument("--crit-replica-lag", type=duration, metavar="DURATION")
 
 
 def cmd_stats(args: Args) -> int:
@@ -68,7 +75,7 @@ def cmd_stats(args: Args) -> int:
         if args.prometheus:
             text = fmt.prometheus_text(snap)
         elif args.json:
-            text = fmt.dumps(snap) + "\n"
+            text = fmt.stats_json(snap) + "\n"
         else:
             text = fmt.stats_text(snap) + "\n"
         if args.output:
@@ -99,11 +106,13 @@ def cmd_check(args: Args) -> int:
         oldest_age_s=nagios.Threshold(args.max_oldest_age, args.crit_oldest_age),
         dead=nagios.Threshold(args.max_dead, args.crit_dead),
         ready=nagios.Threshold(args.max_ready, args.crit_ready),
+        replica_lag_s=nagios.Threshold(args.max_replica_lag, args.crit_replica_lag),
     )
     for name, th in (
         ("oldest-age", limits.oldest_age_s),
         ("dead", limits.dead),
         ("ready", limits.ready),
+        ("replica-lag", limits.replica_lag_s),
     ):
         if th.crit is not None and th.warn is not None and th.crit < th.warn:
             code, line = nagios.unknown(f"--crit-{name} is below --max-{name}")

@@ -46,6 +46,7 @@ class CheckLimits:
     oldest_age_s: Threshold = Threshold()
     dead: Threshold = Threshold()
     ready: Threshold = Threshold()
+    replica_lag_s: Threshold = Threshold()
 
 
 def _perf(name: str, value: float, th: Threshold, unit: str = "") -> str:
@@ -69,14 +70,22 @@ def evaluate(snap: Snapshot, limits: CheckLimits) -> tuple[int, str]:
         ("dead letters", float(dead), limits.dead, str(dead)),
         ("ready jobs", float(ready), limits.ready, str(ready)),
     ]
+    replica = snap.replica
+    lag = None if replica is None else replica.lag_s
+    if lag is not None:
+        figures.append(("replica lag", lag, limits.replica_lag_s, f"{lag:.1f}s"))
     worst = OK
     problems: list[str] = []
+    if replica is not None and lag is None and limits.replica_lag_s.warn is not None:
+        problems.append("replica lag unknown (the standby has replayed nothing yet)")
+        worst = WARNING
     for label, value, th, shown in figures:
         level = th.level(value)
         if level != OK:
             limit = th.resolved_crit() if level == CRITICAL else th.warn
             assert limit is not None
-            limit_shown = format_duration(limit) if th is limits.oldest_age_s else _n(limit)
+            timed = th is limits.oldest_age_s or th is limits.replica_lag_s
+            limit_shown = format_duration(limit) if timed else _n(limit)
             problems.append(f"{label} {shown} > {limit_shown}")
         worst = max(worst, level)
     summary = (
@@ -84,13 +93,20 @@ def evaluate(snap: Snapshot, limits: CheckLimits) -> tuple[int, str]:
         if problems
         else f"ready {ready}, oldest ready {format_duration(snap.oldest_ready_age_s)}, dead {dead}"
     )
-    perf = " ".join(
-        [
-            _perf("oldest_ready_age", age, limits.oldest_age_s, "s"),
-            _perf("dead", dead, limits.dead),
-            _perf("ready", ready, limits.ready),
-        ]
-    )
+    if not problems and snap.totals.exhausted:
+        summary += f", exhausted {snap.totals.exhausted}"
+    if not problems and replica is not None:
+        summary += f", replica lag {lag:.1f}s" if lag is not None else ", replica lag unknown"
+    elif not problems and limits.replica_lag_s.warn is not None:
+        summary += ", primary (no replica lag)"
+    perf_items = [
+        _perf("oldest_ready_age", age, limits.oldest_age_s, "s"),
+        _perf("dead", dead, limits.dead),
+        _perf("ready", ready, limits.ready),
+    ]
+    if lag is not None:
+        perf_items.append(_perf("replica_lag", lag, limits.replica_lag_s, "s"))
+    perf = " ".join(perf_items)
     return worst, f"JOBTUI {STATUS[worst]} - {summary} | {perf}"
 
 

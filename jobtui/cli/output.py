@@ -16,7 +16,12 @@ from typing import Any
 from jobtui.config import format_duration
 from jobtui.inert import ascii_json, clean, cut, first_line, payload_json
 from jobtui.inert import prometheus_label as _label
-from jobtui.models import DeadLetterRow, ErrorEntry, JobRow, Snapshot
+from jobtui.models import DeadLetterRow, ErrorEntry, JobRow, Snapshot, WorkerRow
+
+# Throughput and run-time figures come from the per-minute `kind_stats` rows that the bundled
+# worker writes: jobs another consumer finishes (say, one written from the article) are not in
+# them. Said wherever those figures are shown.
+THROUGHPUT_SOURCE = "bundled worker only"
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, flex: int = -1) -> str:
@@ -61,6 +66,11 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     return value
+
+
+def stats_json(snap: Snapshot) -> str:
+    """`stats --json`: the snapshot, with where throughput figures come from."""
+    return ascii_json({**to_jsonable(snap), "throughput_source": THROUGHPUT_SOURCE}, indent=2)
 
 
 def dumps(value: Any) -> str:
@@ -132,10 +142,11 @@ def stats_text(snap: Snapshot) -> str:
     """The human summary printed by `jobtui stats`."""
     t = snap.totals
     head = (
-        f"ready {t.ready}  scheduled {t.scheduled}  running {t.running}  "
-        f"retrying {t.retrying}  dead {t.dead}\n"
+        replica_line(snap) + f"ready {t.ready}  scheduled {t.scheduled}  running {t.running}  "
+        f"retrying {t.retrying}  exhausted {t.exhausted}  dead {t.dead}\n"
         f"oldest ready {format_duration(snap.oldest_ready_age_s)}  "
-        f"done/min {snap.done_per_min:.1f}  failure rate {snap.failure_rate:.1%}  "
+        f"done/min {snap.done_per_min:.1f}  failure rate {snap.failure_rate:.1%} "
+        f"({THROUGHPUT_SOURCE})  "
         f"workers {sum(1 for w in snap.workers if not w.stale)} live"
         + (
             f", {sum(1 for w in snap.workers if w.stale)} stale"
@@ -143,8 +154,9 @@ def stats_text(snap: Snapshot) -> str:
             else ""
         )
     )
+    tail = workers_text(snap.workers)
     if not snap.kinds:
-        return head + "\n(no jobs yet)"
+        return head + "\n(no jobs yet)" + tail
     rows = [
         (
             k.kind + (" (paused)" if k.paused else "") + ("" if k.handled else " (no worker)"),
@@ -152,12 +164,14 @@ def stats_text(snap: Snapshot) -> str:
             k.scheduled,
             k.running,
             k.retrying,
+            k.exhausted,
             k.dead,
             format_duration(k.oldest_ready_age_s),
             f"{k.done_per_min:.1f}",
             f"{k.failure_rate:.0%}",
             "–" if k.p50_ms is None else f"{k.p50_ms:.0f}ms",
             "–" if k.p95_ms is None else f"{k.p95_ms:.0f}ms",
+            limits_text(k.concurrency_limit, k.per_worker_limit, k.rate_limit),
         )
         for k in snap.kinds
     ]
@@ -167,14 +181,71 @@ def stats_text(snap: Snapshot) -> str:
         "SCHED",
         "RUN",
         "RETRY",
+        "EXH",
         "DEAD",
         "OLDEST",
         "DONE/MIN",
         "FAIL",
         "P50",
         "P95",
+        "LIMITS",
     )
-    return head + "\n\n" + table(headers, rows, flex=0)
+    return head + "\n\n" + table(headers, rows, flex=0) + tail
+
+
+def replica_line(snap: Snapshot) -> str:
+    """`replica (hot standby), lag 0.3s` and a newline on a standby; empty on a primary."""
+    if snap.replica is None:
+        return ""
+    return f"replica (hot standby, read-only), lag {lag_text(snap.replica.lag_s)}\n"
+
+
+def lag_text(lag_s: float | None) -> str:
+    return "unknown (nothing replayed yet)" if lag_s is None else f"{lag_s:.1f}s"
+
+
+def limits_text(concurrency: int | None, per_worker: int | None, rate: str | None) -> str:
+    """`5 running, 2/worker, 100/m` or `–`."""
+    parts = []
+    if concurrency is not None:
+        parts.append(f"{concurrency} running")
+    if per_worker is not None:
+        parts.append(f"{per_worker}/worker")
+    if rate is not None:
+        parts.append(rate)
+    return ", ".join(parts) or "–"
+
+
+def wakeup_text(w: WorkerRow) -> str:
+    """How a worker is woken: `listen`, or `polling every 0.25s (why)`."""
+    if w.wakeup_mode == "listen":
+        return "listen"
+    why = f" ({w.wakeup_note})" if w.wakeup_note else ""
+    return f"{w.wakeup_mode} every {w.poll_interval_s:g}s{why}"
+
+
+def workers_text(workers: Sequence[WorkerRow]) -> str:
+    """The workers: liveness, how each is woken, abandoned threads and outcome errors."""
+    if not workers:
+        return "\n\nno workers registered"
+    rows = [
+        (
+            w.id,
+            f"{w.running}/{w.concurrency}",
+            format_duration(w.heartbeat_age_s) + (" STALE" if w.stale else ""),
+            f"{w.heartbeat_interval_s:g}s/{w.heartbeat_timeout_s:g}s",
+            w.abandoned,
+            w.outcome_errors,
+            wakeup_text(w),
+        )
+        for w in workers
+    ]
+    headers = ("WORKER", "RUN", "HEARTBEAT", "EVERY/TIMEOUT", "ABANDONED", "OUTCOME ERR", "WAKEUP")
+    lines = [table(headers, rows, flex=-1)]
+    for w in workers:
+        if w.last_outcome_error:
+            lines.append(f"last outcome error on {clean(w.id)}: {first_line(w.last_outcome_error)}")
+    return "\n\n" + "\n".join(lines)
 
 
 def prometheus_text(snap: Snapshot) -> str:
@@ -194,9 +265,20 @@ def prometheus_text(snap: Snapshot) -> str:
         "Jobs by state (dead = rows in dead_letters).",
         [
             ({"state": s}, getattr(t, s))
-            for s in ("ready", "scheduled", "running", "retrying", "dead")
+            for s in ("ready", "scheduled", "running", "retrying", "exhausted", "dead")
         ],
     )
+    family(
+        "jobtui_is_replica",
+        "1 when connected to a hot standby (read-only), 0 on a primary.",
+        [({}, 0 if snap.replica is None else 1)],
+    )
+    if snap.replica is not None and snap.replica.lag_s is not None:
+        family(
+            "jobtui_replica_lag_seconds",
+            "Replay lag of the standby in seconds (0 when all WAL received is replayed).",
+            [({}, snap.replica.lag_s)],
+        )
     family(
         "jobtui_oldest_ready_age_seconds",
         "Age of the oldest ready job in seconds (0 when none is waiting).",
@@ -204,12 +286,12 @@ def prometheus_text(snap: Snapshot) -> str:
     )
     family(
         "jobtui_done_per_minute",
-        "Jobs completed per minute over the window.",
+        f"Jobs completed per minute over the window ({THROUGHPUT_SOURCE}).",
         [({}, snap.done_per_min)],
     )
     family(
         "jobtui_failure_ratio",
-        "Failed attempts / all finished attempts over the window.",
+        f"Failed attempts / all finished attempts over the window ({THROUGHPUT_SOURCE}).",
         [({}, snap.failure_rate)],
     )
     live = sum(1 for w in snap.workers if not w.stale)
@@ -230,7 +312,7 @@ def prometheus_text(snap: Snapshot) -> str:
         [
             ({"kind": k.kind, "state": s}, getattr(k, s))
             for k in kinds
-            for s in ("ready", "scheduled", "running", "retrying", "dead")
+            for s in ("ready", "scheduled", "running", "retrying", "exhausted", "dead")
         ],
     )
     family(
@@ -240,7 +322,7 @@ def prometheus_text(snap: Snapshot) -> str:
     )
     family(
         "jobtui_kind_done_per_minute",
-        "Jobs of a kind completed per minute.",
+        f"Jobs of a kind completed per minute ({THROUGHPUT_SOURCE}).",
         [({"kind": k.kind}, k.done_per_min) for k in kinds],
     )
     family(
@@ -255,7 +337,7 @@ def prometheus_text(snap: Snapshot) -> str:
     )
     family(
         "jobtui_kind_runtime_seconds",
-        "Run-time quantiles of a kind over the window.",
+        f"Run-time quantiles of a kind over the window ({THROUGHPUT_SOURCE}).",
         [
             ({"kind": k.kind, "quantile": q}, v / 1000.0)
             for k in kinds
@@ -272,6 +354,32 @@ def prometheus_text(snap: Snapshot) -> str:
         "jobtui_kind_handled",
         "1 when a live worker handles the kind.",
         [({"kind": k.kind}, 1 if k.handled else 0) for k in kinds],
+    )
+    family(
+        "jobtui_kind_concurrency_limit",
+        "Effective concurrency limit of a kind (only kinds that have one).",
+        [({"kind": k.kind}, k.concurrency_limit) for k in kinds if k.concurrency_limit],
+    )
+    workers = snap.workers
+    family(
+        "jobtui_worker_abandoned_threads",
+        "Handler threads a worker abandoned (timeout or cancel) that still hold a slot.",
+        [({"worker": w.id}, w.abandoned) for w in workers],
+    )
+    family(
+        "jobtui_worker_outcome_errors",
+        "Outcomes a worker could not write since it started.",
+        [({"worker": w.id}, w.outcome_errors) for w in workers],
+    )
+    family(
+        "jobtui_worker_polling",
+        "1 when a worker is woken by polling (no working LISTEN), 0 when by LISTEN.",
+        [({"worker": w.id}, 0 if w.wakeup_mode == "listen" else 1) for w in workers],
+    )
+    family(
+        "jobtui_worker_stale",
+        "1 when a worker's heartbeat is older than its own timeout.",
+        [({"worker": w.id}, 1 if w.stale else 0) for w in workers],
     )
     return "\n".join(out) + "\n"
 

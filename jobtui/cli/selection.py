@@ -25,6 +25,7 @@ Fetch = Callable[[psycopg.AsyncConnection, str, int | None, int], Awaitable[Page
 
 def add_filters(p: argparse.ArgumentParser, *, dead: bool) -> None:
     p.add_argument("--kind", help="only this kind")
+    p.add_argument("--key", help="exactly this unique key (jobs enqueued with unique_key=…)")
     if dead:
         p.add_argument("--error", help="error text contains this (case-insensitive)")
         p.add_argument("--signature", help="exactly this error signature (one failure group)")
@@ -34,7 +35,7 @@ def add_filters(p: argparse.ArgumentParser, *, dead: bool) -> None:
             "--state",
             action="append",
             metavar="STATE",
-            help="ready, scheduled, retrying, running, succeeded or cancelled "
+            help="ready, scheduled, retrying, running, exhausted, succeeded or cancelled "
             "(repeat or comma-separate)",
         )
         p.add_argument("--error", help="error or payload text contains this")

@@ -47,6 +47,11 @@ def out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def err(text: str) -> None:
+    """A note for the operator on stderr (stdout stays the result scripts read)."""
+    sys.stderr.write(text + "\n")
+
+
 def plural(n: int, noun: str) -> str:
     """`1 job`, `3 jobs`."""
     return f"{n} {noun}{'' if n == 1 else 's'}"

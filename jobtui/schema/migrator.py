@@ -9,6 +9,7 @@ extended safely is refused with nothing changed.
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 from importlib import resources
 
@@ -44,6 +45,22 @@ ADDED_COLUMNS = {
 
 class MigrationRefused(Exception):
     """The database holds something jobtui cannot extend safely; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """A schema found with jobtui's objects but no version rows (a schema-only restore): the
+    versions its objects show were recorded without running them again."""
+
+    version: int
+    recorded: list[int]
+
+    def message(self, schema: str) -> str:
+        return (
+            f"recognised an existing jobtui schema {schema} at version {self.version} with an "
+            "empty version table (a schema-only restore?); recorded versions "
+            f"{self.recorded[0]}-{self.recorded[-1]} without running them again"
+        )
 
 
 @dataclass(frozen=True)
@@ -119,13 +136,82 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
         )
 
 
+def _fingerprint(conn: psycopg.Connection, schema: str) -> set[str]:
+    """The schema's objects as lines with its own name stripped (see migrate_fingerprint)."""
+    q = queries(schema)
+    row = conn.execute(q.migrate_quote_ident, {"schema": schema}).fetchone()
+    assert row is not None
+    prefixes = {f"{row[0]}.", f"{quote_schema(schema)}."}
+    lines = set()
+    for (line,) in conn.execute(q.migrate_fingerprint, {"schema": schema}).fetchall():
+        for prefix in prefixes:
+            line = line.replace(prefix, "")
+        lines.add(line)
+    return lines
+
+
+def recognise_version(conn: psycopg.Connection, schema: str) -> int | None:
+    """The highest migration version whose objects the schema has (each migration applied,
+    in order, to an empty scratch schema that is rolled back); None when none matches.
+
+    Objects an operator added (an extra index, say) do not stop the match: a version matches
+    when every object it creates is present exactly as it creates it.
+    """
+    have = _fingerprint(conn, schema)
+    probe = f"jobtui_probe_{secrets.token_hex(6)}"
+    found: int | None = None
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(queries(probe).migrate_create_probe_schema)
+            for migration in load_migrations():
+                conn.execute(migration.for_schema(probe))
+                if _fingerprint(conn, probe) <= have:
+                    found = migration.version
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise MigrationRefused(
+            f"schema {schema} has jobtui's tables but its version table is empty (a schema-only "
+            "restore?); telling its version needs a scratch schema, which this role may not "
+            f"create ({exc.diag.message_primary}); nothing was changed. Run migrate as the "
+            "database owner, or restore the jobtui_migrations rows from the dump"
+        ) from None
+    return found
+
+
+def _repair_version_table(conn: psycopg.Connection, schema: str) -> Recognised:
+    """Record the versions a restored schema's objects show, or refuse saying what happened."""
+    version = recognise_version(conn, schema)
+    if version is None:
+        raise MigrationRefused(
+            f"schema {schema} has jobtui's tables but its version table is empty (a schema-only "
+            "restore?) and its objects match no jobtui version, so migrate will not re-run "
+            "migrations over it; nothing was changed. Restore the jobtui_migrations rows from "
+            "the dump, or insert them by hand for the version the schema is at"
+        )
+    q = queries(schema)
+    recorded = []
+    for migration in load_migrations():
+        if migration.version > version:
+            break
+        conn.execute(q.migrate_record_version, (migration.version, migration.name))
+        recorded.append(migration.version)
+    return Recognised(version, recorded)
+
+
 def migrate(conn: psycopg.Connection, schema: str) -> list[Migration]:
     """Apply pending migrations in one transaction; return those applied (maybe none).
 
     `conn` must not be inside a transaction. Safe to call from several processes at once.
     """
+    return migrate_report(conn, schema)[0]
+
+
+def migrate_report(
+    conn: psycopg.Connection, schema: str
+) -> tuple[list[Migration], Recognised | None]:
+    """`migrate`, also saying whether a restored schema's version table was repaired first."""
     q = queries(schema)
     applied: list[Migration] = []
+    recognised: Recognised | None = None
     with conn.transaction():
         conn.execute(q.migrate_lock, (MIGRATION_LOCK_KEY,))
         has_schema = conn.execute(q.migrate_schema_exists, (schema,)).fetchone()
@@ -133,6 +219,9 @@ def migrate(conn: psycopg.Connection, schema: str) -> list[Migration]:
             conn.execute(q.migrate_create_schema)
         conn.execute(q.migrate_create_version_table)
         done = applied_versions(conn, schema)
+        if not done and conn.execute(q.migrate_jobtui_tables_exist).fetchone() == (True,):
+            recognised = _repair_version_table(conn, schema)
+            done = set(recognised.recorded)
         todo = [m for m in load_migrations() if m.version not in done]
         if todo and 1 not in done:
             check_existing_jobs_table(conn, schema)
@@ -142,4 +231,4 @@ def migrate(conn: psycopg.Connection, schema: str) -> list[Migration]:
             applied.append(migration)
         if applied:
             conn.execute(q.migrate_analyze_jobs)
-    return applied
+    return applied, recognised

@@ -198,3 +198,6 @@ LEFT JOIN LATERAL (
   WHERE d.id = ANY(ARRAY(SELECT id FROM hits))
 ) r ON true
 ORDER BY r.id DESC
+
+-- name: browse_paused_kinds
+SELECT p.kind, p.paused_by, p.paused_at FROM __schema__.paused_kinds p ORDER BY p.kind

@@ -38,3 +38,54 @@ WHERE n.nspname = %s AND c.relname = 'jobs'
 
 -- name: migrate_analyze_jobs
 ANALYZE __schema__.jobs
+
+-- name: migrate_jobtui_tables_exist
+-- jobtui's own tables (not the article's `jobs`, which a first migrate extends): present with
+-- an empty version table, they mean a schema-only restore (or a lost version table).
+SELECT to_regclass('__schema__.dead_letters') IS NOT NULL
+   AND to_regclass('__schema__.workers') IS NOT NULL
+   AND to_regclass('__schema__.audit_log') IS NOT NULL
+
+-- name: migrate_quote_ident
+SELECT quote_ident(%(schema)s)
+
+-- name: migrate_create_probe_schema
+CREATE SCHEMA __schema__
+
+-- name: migrate_fingerprint
+-- The objects of one schema, one line each, to tell which migration version a schema without
+-- version rows is at: columns (type, nullability, default or generation), indexes, constraints,
+-- functions (with their source) and triggers. The caller strips the schema's name.
+SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+       || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '') AS line
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p') AND a.attnum > 0
+  AND NOT a.attisdropped
+UNION ALL
+SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s
+UNION ALL
+SELECT 'constraint ' || cl.relname || '.' || con.conname || ' ' || pg_get_constraintdef(con.oid)
+FROM pg_constraint con
+JOIN pg_class cl ON cl.oid = con.conrelid
+JOIN pg_namespace n ON n.oid = con.connamespace
+WHERE n.nspname = %(schema)s
+UNION ALL
+SELECT 'function ' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') '
+       || p.prosrc
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s
+UNION ALL
+SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+FROM pg_trigger t
+JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND NOT t.tgisinternal

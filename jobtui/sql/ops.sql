@@ -7,6 +7,26 @@
 INSERT INTO __schema__.audit_log (os_user, action, ids, filter, count)
 VALUES (%(os_user)s, %(action)s, %(ids)s::bigint[], %(filter)s::jsonb, %(count)s)
 
+-- name: ops_audit_open
+-- The audit row of a bulk action, inserted by its first batch that changed something.
+INSERT INTO __schema__.audit_log (os_user, action, ids, filter, count)
+VALUES (%(os_user)s, %(action)s, %(ids)s::bigint[], %(filter)s::jsonb, %(count)s)
+RETURNING id
+
+-- name: ops_audit_add
+-- A later batch of the same action adds what it changed (0014 lets a count only grow).
+UPDATE __schema__.audit_log SET count = count + %(count)s WHERE id = %(id)s
+
+-- name: ops_dead_pick_batch
+-- The next batch of dead letters matching now, locked; unique_requeue_dead_ids then moves
+-- them in the same transaction (keys held by unfinished jobs stay behind, reported skipped).
+SELECT d.id FROM __schema__.dead_letters d
+WHERE d.id > %(after)s AND d.id <= %(bound)s AND d.died_at <= %(t0)s
+  AND __dead_where__ AND __dead_text__
+ORDER BY d.id
+LIMIT %(batch)s
+FOR UPDATE SKIP LOCKED
+
 -- name: ops_requeue_ids
 -- The move out of dead letters is one statement: a dead letter deleted by a concurrent requeue
 -- is skipped here (its row is gone when our DELETE gets the lock), so racing callers make one job.
@@ -28,31 +48,6 @@ RETURNING id
 SELECT max(d.id) AS bound, statement_timestamp() AS t0
 FROM __schema__.dead_letters d
 WHERE __dead_where__ AND __dead_text__
-
--- name: ops_requeue_dead_batch
-WITH pick AS MATERIALIZED (
-  SELECT d.id FROM __schema__.dead_letters d
-  WHERE d.id > %(after)s AND d.id <= %(bound)s AND d.died_at <= %(t0)s
-    AND __dead_where__ AND __dead_text__
-  ORDER BY d.id
-  LIMIT %(batch)s
-  FOR UPDATE SKIP LOCKED
-), moved AS (
-  DELETE FROM __schema__.dead_letters d
-  USING pick
-  WHERE d.id = pick.id
-    AND NOT EXISTS (SELECT 1 FROM __schema__.jobs x WHERE x.id = d.id)
-  RETURNING d.id, d.kind, d.payload, d.priority, d.max_attempts, d.errors, d.last_error,
-            d.created_at
-), ins AS (
-  INSERT INTO __schema__.jobs
-    (id, kind, payload, priority, max_attempts, attempts, errors, last_error, created_at, run_at)
-  SELECT id, kind, payload, priority, max_attempts, 0, errors, last_error, created_at, now()
-  FROM moved
-  RETURNING id
-)
-SELECT (SELECT max(id) FROM pick) AS last_id,
-       coalesce((SELECT array_agg(id ORDER BY id) FROM ins), '{}') AS ids
 
 -- name: ops_delete_dead_ids
 DELETE FROM __schema__.dead_letters d

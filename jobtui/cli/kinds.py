@@ -1,0 +1,158 @@
+"""`jobtui kinds list|limit|pause|resume`: per-kind settings, through `limits`, `browse` and
+`ops` (every change audited).
+
+`kinds limit` overrides a kind's declared limits as a whole until `--clear`: a limit not given
+is lifted, even one the handler declares. The command prints what then applies.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from jobtui import ops
+from jobtui.browse import kinds as kinds_with_rows
+from jobtui.browse import paused_kinds
+from jobtui.cli.args import Args, Commands, positive_int
+from jobtui.cli.errors import CliError
+from jobtui.cli.output import dumps, limits_text, table
+from jobtui.cli.session import out, run_with_connection
+from jobtui.limits import list_kind_limits, parse_rate
+from jobtui.metrics import rate_text
+from jobtui.models import KindLimitRow
+
+
+def register(commands: Commands) -> None:
+    sub = commands.group(
+        "kinds",
+        "Job kinds: limits and pauses.",
+        "jobtui kinds list",
+        "jobtui kinds limit send_email --concurrency 5 --rate 100/m",
+        "jobtui kinds limit send_email --clear",
+    )
+    p = sub.add(
+        "list",
+        "List kinds with their limits (declared or overridden) and whether they are paused.",
+        cmd_list,
+        "jobtui kinds list",
+        "jobtui kinds list --json",
+    )
+    p.add_argument("--json", action="store_true", help="JSON array for scripts")
+    p = sub.add(
+        "limit",
+        "Override a kind's concurrency and rate limits (audited), or --clear the override.",
+        cmd_limit,
+        "The override replaces the declared limits as a whole: a limit you leave out is lifted.",
+        "jobtui kinds limit send_email --concurrency 5",
+        "jobtui kinds limit send_email --concurrency 10 --per-worker 2 --rate 100/m",
+        "jobtui kinds limit send_email --clear   # the handler's declared limits apply again",
+    )
+    p.add_argument("kind")
+    p.add_argument(
+        "--concurrency", type=positive_int, metavar="N", help="at most N running, all workers"
+    )
+    p.add_argument("--per-worker", type=positive_int, metavar="N", help="at most N per worker")
+    p.add_argument("--rate", metavar="N/s|N/m", help="at most N starts per second or minute")
+    p.add_argument("--clear", action="store_true", help="drop the override")
+    for name, help_, handler in (
+        ("pause", "Stop workers claiming a kind (audited).", cmd_pause),
+        ("resume", "Let workers claim a kind again (audited).", cmd_resume),
+    ):
+        p = sub.add(name, help_, handler, f"jobtui kinds {name} send_email")
+        p.add_argument("kind")
+
+
+def _source(row: KindLimitRow | None) -> str:
+    if row is None:
+        return "–"
+    if row.overridden:
+        return f"override by {row.overridden_by}"
+    return "declared on the handler" if row.limited else "–"
+
+
+def _limits(row: KindLimitRow | None) -> str:
+    if row is None or not row.limited:
+        return "no limits"
+    return limits_text(row.concurrency, row.per_worker, rate_text(row.rate, row.period_s))
+
+
+def cmd_list(args: Args) -> int:
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        limits = {r.kind: r for r in await list_kind_limits(conn, schema)}
+        paused = await paused_kinds(conn, schema)
+        names = sorted(set(await kinds_with_rows(conn, schema)) | set(limits) | set(paused))
+        if args.json:
+            out(
+                dumps(
+                    [
+                        {"kind": k, "limits": limits.get(k), "paused_by": paused.get(k)}
+                        for k in names
+                    ]
+                )
+            )
+            return 0
+        if not names:
+            out("no kinds yet")
+            return 0
+        rows = [
+            (
+                k,
+                _limits(limits.get(k)),
+                _source(limits.get(k)),
+                f"paused by {paused[k]}" if k in paused else "no",
+            )
+            for k in names
+        ]
+        out(table(("KIND", "LIMITS", "SOURCE", "PAUSED"), rows, flex=0))
+        return 0
+
+    return run_with_connection(args, body)
+
+
+def cmd_limit(args: Args) -> int:
+    given = [v is not None for v in (args.concurrency, args.per_worker, args.rate)]
+    if args.clear and any(given):
+        raise CliError("--clear cannot be combined with --concurrency, --per-worker or --rate")
+    if not args.clear and not any(given):
+        raise CliError("give --concurrency, --per-worker and/or --rate, or --clear")
+    rate, period = parse_rate(args.rate) if args.rate is not None else (None, 1)
+    actor = ops.Actor.current()
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        if args.clear:
+            n = await ops.clear_kind_limits(conn, schema, args.kind, actor=actor)
+            if not n:
+                out(f"{args.kind} had no override")
+                return 0
+        else:
+            await ops.set_kind_limits(
+                conn,
+                schema,
+                args.kind,
+                concurrency=args.concurrency,
+                per_worker=args.per_worker,
+                rate=rate,
+                rate_period_s=period,
+                actor=actor,
+            )
+        now = {r.kind: r for r in await list_kind_limits(conn, schema)}.get(args.kind)
+        out(f"{args.kind}: {_limits(now)} ({_source(now)})")
+        return 0
+
+    return run_with_connection(args, body)
+
+
+def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        n = await action(conn, schema, args.kind, actor=ops.Actor.current())
+        out((changed if n else unchanged).format(args.kind))
+        return 0
+
+    return run_with_connection(args, body)
+
+
+def cmd_pause(args: Args) -> int:
+    return _flip(args, ops.pause_kind, "paused {}", "{} was already paused")
+
+
+def cmd_resume(args: Args) -> int:
+    return _flip(args, ops.resume_kind, "resumed {}", "{} was not paused")
