@@ -80,27 +80,20 @@ class LimitsScreen(ModalScreen[LimitsRequest | None]):
         with Vertical(id="limits-box") as box:
             box.border_title = "limits of kind"
             yield Static(self._summary(), id="limits-summary")
-            with Horizontal(classes="limits-row"):
-                yield Label("concurrency", classes="limits-label")
-                yield Input(
+            fields = (
+                (
+                    "concurrency",
+                    "concurrency",
                     str(cur.concurrency) if cur and cur.concurrency else "",
-                    placeholder="no limit",
-                    id="limits-concurrency",
-                )
-            with Horizontal(classes="limits-row"):
-                yield Label("per worker", classes="limits-label")
-                yield Input(
-                    str(cur.per_worker) if cur and cur.per_worker else "",
-                    placeholder="no limit",
-                    id="limits-per-worker",
-                )
-            with Horizontal(classes="limits-row"):
-                yield Label("rate", classes="limits-label")
-                yield Input(
-                    rate_text(cur.rate, cur.period_s) if cur else "",
-                    placeholder="no limit, or e.g. 100/m, 5/s",
-                    id="limits-rate",
-                )
+                ),
+                ("per worker", "per-worker", str(cur.per_worker) if cur and cur.per_worker else ""),
+                ("rate", "rate", rate_text(cur.rate, cur.period_s) if cur else ""),
+            )
+            for label, name, value in fields:
+                with Horizontal(classes="limits-row"):
+                    yield Label(label, classes="limits-label")
+                    hint = "no limit, or e.g. 100/m, 5/s" if name == "rate" else "no limit"
+                    yield Input(value, placeholder=hint, id=f"limits-{name}")
             yield Static("", id="limits-error")
             with Horizontal(id="limits-buttons"):
                 yield Button("Set", id="limits-set", variant="primary", compact=True)
