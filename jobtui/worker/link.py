@@ -17,8 +17,7 @@ from typing import Any
 
 import psycopg
 
-from jobtui.config import connect_kwargs
-from jobtui.db import describe_error
+from jobtui.db import aconnect, describe_error
 from jobtui.sql import queries
 
 log = logging.getLogger("jobtui.worker")
@@ -36,11 +35,9 @@ KEEPALIVES: dict[str, int] = {
 
 
 async def open_connection(dsn: str, app: str) -> psycopg.AsyncConnection:
-    """An autocommit connection with keepalives and a bounded connect timeout."""
-    kwargs: dict[str, Any] = {**KEEPALIVES, **connect_kwargs()}
-    return await psycopg.AsyncConnection.connect(
-        dsn, autocommit=True, application_name=app, **kwargs
-    )
+    """An autocommit connection with keepalives and a bounded connect timeout; behind a
+    transaction pooler, without prepared statements (jobtui.db decides)."""
+    return await aconnect(dsn, app=app, extra=dict(KEEPALIVES))
 
 
 def is_transient(exc: BaseException) -> bool:
