@@ -10,39 +10,20 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from apps import basic
+from apps.fleet import Procs, ledger_fixture, procs_fixture  # noqa: F401 - fixtures
 from apps.helpers import fetchall, fetchval, running_worker, wait_until
-from test_worker_crash import Procs
 
 from jobtui import enqueue_many
 from jobtui.ops import Actor, set_kind_limits
 from jobtui.registry import Registry
 
 FULL_MINUTE = os.environ.get("JOBTUI_TEST_FULL_MINUTE") == "1"
-
-
-@pytest.fixture
-def fleet(dsn: str, tmp_path: Path) -> Iterator[Procs]:
-    """Worker processes; whatever is left is killed at the end."""
-    p = Procs(dsn, tmp_path)
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
-def ledger_db(dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> str:
-    conn.execute(basic.LEDGER_DDL)
-    monkeypatch.setenv("JOBTUI_TEST_LEDGER_DSN", dsn)
-    return dsn
 
 
 async def _registered(aconn: psycopg.AsyncConnection, n: int, procs: Procs) -> None:
@@ -111,17 +92,17 @@ async def _ticks_across_three_workers(
 
 @pytest.mark.slow
 async def test_a_schedule_ticking_every_second_across_three_worker_processes_20s(
-    dsn: str, aconn: psycopg.AsyncConnection, fleet: Procs
+    dsn: str, aconn: psycopg.AsyncConnection, procs: Procs
 ) -> None:
-    await _ticks_across_three_workers(dsn, aconn, fleet, 20)
+    await _ticks_across_three_workers(dsn, aconn, procs, 20)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not FULL_MINUTE, reason="the full minute: set JOBTUI_TEST_FULL_MINUTE=1")
 async def test_a_schedule_ticking_every_second_across_three_worker_processes_a_minute(
-    dsn: str, aconn: psycopg.AsyncConnection, fleet: Procs
+    dsn: str, aconn: psycopg.AsyncConnection, procs: Procs
 ) -> None:
-    await _ticks_across_three_workers(dsn, aconn, fleet, 60)
+    await _ticks_across_three_workers(dsn, aconn, procs, 60)
 
 
 async def test_missed_ticks_after_downtime_skip_or_run_the_latest_once(
@@ -195,15 +176,15 @@ async def _drained(aconn: psycopg.AsyncConnection, kind: str) -> bool:
 
 @pytest.mark.slow
 async def test_concurrency_limit_of_three_is_never_exceeded_across_two_worker_processes(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger_db: str, fleet: Procs
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger: str, procs: Procs
 ) -> None:
     enqueue_many(conn, [{"kind": "capped", "payload": {"sleep": 0.1}} for _ in range(60)])
     for _ in range(2):
-        fleet.start(app="limited", kinds=["capped", "free"], concurrency=10)
-    await _registered(aconn, 2, fleet)
+        procs.start(app="limited", kinds=["capped", "free"], concurrency=10)
+    await _registered(aconn, 2, procs)
     await wait_until(lambda: _drained(aconn, "capped"), timeout=60, what="capped drained")
     spans = await _spans(aconn, "capped")
-    _stop(fleet)
+    _stop(procs)
     assert len(spans) == 60 and all(e is not None for _, e in spans)
     assert _max_overlap(spans) == 3, "the limit is 3: never more, and it is used"
     workers = {r[0] for r in await fetchall(aconn, "SELECT DISTINCT worker FROM ledger")}
@@ -212,12 +193,12 @@ async def test_concurrency_limit_of_three_is_never_exceeded_across_two_worker_pr
 
 @pytest.mark.slow
 async def test_a_lower_limit_set_mid_run_holds_from_then_on(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger_db: str, fleet: Procs
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger: str, procs: Procs
 ) -> None:
     enqueue_many(conn, [{"kind": "capped", "payload": {"sleep": 0.1}} for _ in range(60)])
     for _ in range(2):
-        fleet.start(app="limited", kinds=["capped", "free"], concurrency=10)
-    await _registered(aconn, 2, fleet)
+        procs.start(app="limited", kinds=["capped", "free"], concurrency=10)
+    await _registered(aconn, 2, procs)
     await wait_until(
         lambda: fetchval(aconn, "SELECT count(*) >= 10 FROM ledger WHERE ended_at IS NOT NULL"),
         what="some capped jobs done",
@@ -225,7 +206,7 @@ async def test_a_lower_limit_set_mid_run_holds_from_then_on(
     await set_kind_limits(aconn, "public", "capped", concurrency=1, actor=Actor("test@here"))
     changed = await fetchval(aconn, "SELECT clock_timestamp()")
     await wait_until(lambda: _drained(aconn, "capped"), timeout=60, what="capped drained")
-    _stop(fleet)
+    _stop(procs)
     spans = await _spans(aconn, "capped")
     # Jobs started before the change may still run (at most 3); every later start is alone.
     last_old_end = max(e for s, e in spans if s <= changed)
@@ -236,16 +217,16 @@ async def test_a_lower_limit_set_mid_run_holds_from_then_on(
 
 @pytest.mark.slow
 async def test_a_rate_limit_of_60_a_minute_holds_over_30_seconds(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger_db: str, fleet: Procs
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger: str, procs: Procs
 ) -> None:
     """Token bucket: a burst of up to 60 (the bucket starts full), then one a second. Over any
     interval of T seconds there are at most 60 + T starts."""
     enqueue_many(conn, [{"kind": "metered"} for _ in range(300)])
     for _ in range(2):
-        fleet.start(app="limited", kinds=["metered"], concurrency=20)
-    await _registered(aconn, 2, fleet)
+        procs.start(app="limited", kinds=["metered"], concurrency=20)
+    await _registered(aconn, 2, procs)
     await asyncio.sleep(32)
-    _stop(fleet)
+    _stop(procs)
     starts = [s for s, _ in await _spans(aconn, "metered")]
     t0 = starts[0]
     within = [(s - t0).total_seconds() for s in starts if (s - t0).total_seconds() <= 30]
@@ -258,11 +239,11 @@ async def test_a_rate_limit_of_60_a_minute_holds_over_30_seconds(
 
 @pytest.mark.slow
 async def test_other_kinds_drain_at_full_speed_while_one_kind_is_at_its_limit(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger_db: str, fleet: Procs
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection, ledger: str, procs: Procs
 ) -> None:
     for _ in range(2):
-        fleet.start(app="limited", kinds=["capped", "free"], concurrency=50)
-    await _registered(aconn, 2, fleet)
+        procs.start(app="limited", kinds=["capped", "free"], concurrency=50)
+    await _registered(aconn, 2, procs)
 
     async def drain_free() -> float:
         enqueue_many(conn, [{"kind": "free"} for _ in range(3000)])
@@ -279,7 +260,7 @@ async def test_other_kinds_drain_at_full_speed_while_one_kind_is_at_its_limit(
     )
     beside = await drain_free()
     at_limit = await fetchval(aconn, "SELECT count(*) FROM ledger WHERE ended_at IS NULL")
-    _stop(fleet)
+    _stop(procs)
     print(f"3000 free jobs: {alone:.2f}s alone, {beside:.2f}s beside capped at its limit")
     assert at_limit == 3
     assert beside < alone * 2 + 0.5, (alone, beside)
