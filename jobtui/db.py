@@ -54,15 +54,17 @@ def apply_prepared_mode(conn: psycopg.Connection) -> bool:
     return off
 
 
+async def abehind_pooler(conn: psycopg.AsyncConnection) -> bool:
+    """Whether `conn` goes through PgBouncer (see `_pooled`); one round trip."""
+    cur = await conn.execute(queries().backend_pid, prepare=False)
+    row = await cur.fetchone()
+    return _pooled(conn.info.backend_pid, row[0] if row else None)
+
+
 async def aapply_prepared_mode(conn: psycopg.AsyncConnection) -> bool:
     """Async twin of apply_prepared_mode."""
     mode = prepared_mode()
-    if mode == "auto":
-        cur = await conn.execute(queries().backend_pid, prepare=False)
-        row = await cur.fetchone()
-        off = _pooled(conn.info.backend_pid, row[0] if row else None)
-    else:
-        off = mode == "off"
+    off = await abehind_pooler(conn) if mode == "auto" else mode == "off"
     if off:
         conn.prepare_threshold = None
     return off

@@ -99,6 +99,8 @@ class Dispatcher:
         self.limited: set[str] = set()  # kinds of ours with a limit, as last read
         self._limited_due = 0.0  # claim limited kinds from this monotonic time on
         self._limits_read_at = -NEVER  # when `limited` was read
+        self._limited_freed = False  # a limited job ended; its outcome not yet written
+        flusher.on_written = self._outcomes_written
 
     # ---------------------------------------------------------------- control
 
@@ -113,6 +115,14 @@ class Dispatcher:
         """An operator changed a limit: read which kinds are limited at the next claim."""
         self._limits_read_at = -NEVER
         self.poke()
+
+    def _outcomes_written(self) -> None:
+        """The flusher wrote outcomes: a limited kind's slot freed by this worker is free in
+        the database now, so claim it at once."""
+        if self._limited_freed:
+            self._limited_freed = False
+            self._limited_due = 0.0
+            self._wake.set()
 
     def _limited_wanted(self, now: float) -> bool:
         return now - self._limits_read_at >= LIMITS_REFRESH_S or (
@@ -321,10 +331,7 @@ class Dispatcher:
                 self.counts["dead"] += 1
         self.flusher.wake()
         if kind in self.limited:
-            # Its slot under the limit is free once the flusher has written this outcome;
-            # a claim before that finds the kind full and looks again after FULL_POLL_S.
-            self._limited_due = 0.0
-            self._wake.set()
+            self._limited_freed = True  # its slot is free once the flusher has written it
         if not self.running:
             self.idle.set()
         if self._more or self.threads.abandoned:
