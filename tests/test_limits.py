@@ -139,7 +139,8 @@ async def test_a_kind_at_its_limit_does_not_stall_others(
     # The fast claim takes unlimited kinds, with the limited ones left out of its list.
     unlimited = sorted({"full", "roomy", "free"} - await limited_kinds(aconn, S))
     cur = await aconn.execute(
-        queries(S).worker_claim, {"kinds": unlimited, "worker": "w2", "limit": 10}
+        queries(S).worker_claim,
+        {"kinds": unlimited, "worker": "w2", "limit": 10, "limits": "{}"},
     )
     assert sorted(r[1] for r in await cur.fetchall()) == ["free", "free"]
 
@@ -240,7 +241,7 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
         await aconn.execute(queries(S).limits_lock, {"kinds": ["slow"]})
         cur = await aconn.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + queries(S).limits_claim,
-            {"kinds": ["slow"], "worker": "w", "want": 5},
+            {"kinds": ["slow"], "worker": "w", "want": 5, "full_poll_s": 0.05, "limits": "{}"},
         )
         plan = (await cur.fetchone())[0]
 

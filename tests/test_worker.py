@@ -302,7 +302,7 @@ async def test_base_exceptions_are_recorded_as_failures_and_the_worker_survives(
     }
 
 
-async def test_unknown_kind_stays_pending_and_is_never_dead_lettered(
+async def test_unknown_kind_stays_pending_until_another_consumer_exhausts_it(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
     reg = Registry()
@@ -312,7 +312,8 @@ async def test_unknown_kind_stays_pending_and_is_never_dead_lettered(
         return None
 
     stranger = await enqueue(aconn, "nobody_handles_this", {})
-    # Also one with no attempts left: only a worker handling its kind may bury it.
+    # Also one with no attempts left: nothing can ever run it, so any worker moves it to
+    # dead_letters, saying another consumer exhausted it (issue 15 item 3).
     spent = await enqueue(aconn, "nobody_handles_this", {}, max_attempts=1)
     await aconn.execute("UPDATE jobs SET attempts = 1 WHERE id = %s", (spent,))
     mine = await enqueue(aconn, "known", {})
@@ -329,8 +330,9 @@ async def test_unknown_kind_stays_pending_and_is_never_dead_lettered(
         "SELECT id, attempts, locked_at, finished_at FROM jobs WHERE id = ANY(%s) ORDER BY id",
         ([stranger, spent],),
     )
-    assert rows == [(stranger, 0, None, None), (spent, 1, None, None)]
-    assert await fetchval(aconn, "SELECT count(*) FROM dead_letters") == 0
+    assert rows == [(stranger, 0, None, None)]
+    dead = await fetchall(aconn, "SELECT id, kind, reason, attempts FROM dead_letters")
+    assert dead == [(spent, "nobody_handles_this", "exhausted by another consumer", 1)]
 
 
 async def test_exhausted_rows_of_a_handled_kind_are_buried(
