@@ -186,3 +186,16 @@ async def test_exhausted_rows_are_not_ready(dsn: str, conn: psycopg.Connection) 
         await pilot.press(*"state:exhausted")
         await pilot.press("enter")
         await until(pilot, lambda: len(jobs.keys) == 2)
+
+
+async def test_schedule_no_worker_has_enqueued_shows_late(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    conn.execute(ADD_SCHEDULE, ("forgotten", "*/5 * * * *", "UTC", "tick"))
+    conn.execute("UPDATE schedules SET next_tick = now() - interval '10 min'")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "5")
+        rows = table(app, "#schedules-table")
+        await until(pilot, lambda: rows.keys == ["forgotten"])
+        assert str(rows.get_cell("forgotten", "next")).startswith("late 10m")

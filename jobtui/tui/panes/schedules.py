@@ -25,7 +25,7 @@ from jobtui.inert import inert
 from jobtui.models import ScheduleRow
 from jobtui.tui.connection import Link
 from jobtui.tui.host import DetailAsked, ScheduleAsked
-from jobtui.tui.palette import cell_styles
+from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, WrappingInfo
 from jobtui.tui.server import age_s, server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
@@ -42,6 +42,22 @@ def _relative(now: datetime, ts: datetime | None) -> str:
         return "–"
     delta = age_s(now, ts)
     return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+
+
+LATE_AFTER_S = 5.0
+
+
+def _next_run(now: datetime, row: ScheduleRow, st: CellStyles) -> Text:
+    """`in 4m`, `due` (a worker is about to enqueue it), or `late 3m` (no worker has for a
+    while: is one running that declares this schedule?)."""
+    if row.paused_at is not None or row.next_tick is None:
+        return Text("–", style=st.muted)
+    overdue = age_s(now, row.next_tick)
+    if overdue < 0:
+        return Text(f"in {format_duration(-overdue)}")
+    if overdue < LATE_AFTER_S:
+        return Text("due")
+    return Text(f"late {format_duration(overdue)}", style=st.warning)
 
 
 class SchedulesPane(Pane):
@@ -98,7 +114,7 @@ class SchedulesPane(Pane):
                     [
                         inert(r.name, style="bold"),
                         Text("PAUSED" if paused else "active", st.warning if paused else ""),
-                        Text("–" if paused else _relative(data.now, r.next_tick)),
+                        _next_run(data.now, r, st),
                         Text(_relative(data.now, r.last_enqueued_at)),
                         Text(
                             r.last_state or ("pruned" if r.last_job_id else "–"),
