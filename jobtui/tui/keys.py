@@ -61,6 +61,9 @@ HELP_NOTES = [
     "payload or error text); dead letters — kind:NAME error:TEXT sig:SIGNATURE and free text.",
     "Bulk and destructive actions ask first, name the exact count, and let you choose between "
     "exactly the selected rows and every row matching now.",
+    "Throughput (done/m), failure rates and p50/p95 count jobs finished by jobtui's own "
+    "workers only; rows another consumer finishes are not in them.",
+    "Ages are measured against the database server's clock, not this machine's.",
     "Keys can be remapped by binding id in ~/.config/jobtui/config.toml ($JOBTUI_CONFIG), "
     'table [keys], e.g.  requeue = "r,R".',
 ]
