@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import time
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
 
@@ -278,9 +277,9 @@ class JobtuiApp(App[int]):
             banner.display = False
             return
         retry = self.link.retry_in()
+        # How old, not a wall-clock time: this machine's clock may differ from the server's.
         since = (
-            "data shown is from "
-            + datetime.fromtimestamp(self.updated_at, UTC).strftime("%H:%M:%S UTC")
+            f"data shown is {format_duration(time.time() - self.updated_at)} old"
             if self.updated_at is not None
             else "no data yet"
         )
