@@ -13,11 +13,23 @@ from typing import ClassVar
 from textual.binding import Binding, BindingType
 
 from jobtui import metrics
-from jobtui.models import Snapshot
+from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.connection import Link
 from jobtui.tui.host import LimitsAsked, PauseAsked
 from jobtui.tui.panes.pane import Pane
 from jobtui.tui.widgets.keyed_table import KeyedTable
+
+
+def limit_text(k: KindFigures) -> str:
+    """`≤5 2/w 100/m`: the limits in force for a kind, empty when it has none."""
+    parts = []
+    if k.concurrency_limit:
+        parts.append(f"≤{k.concurrency_limit}")
+    if k.per_worker_limit:
+        parts.append(f"{k.per_worker_limit}/w")
+    if k.rate_limit:
+        parts.append(k.rate_limit)
+    return " ".join(parts)
 
 
 class KindsPane(Pane):

@@ -22,7 +22,7 @@ from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import cell_styles, level_of
-from jobtui.tui.panes.kinds import KindsPane
+from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
 
@@ -43,18 +43,6 @@ def _ms(value: float | None) -> str:
     if value is None:
         return "–"
     return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
-
-
-def limit_text(k: KindFigures) -> str:
-    """`≤5 2/w 100/m`: the limits in force for a kind, empty when it has none."""
-    parts = []
-    if k.concurrency_limit:
-        parts.append(f"≤{k.concurrency_limit}")
-    if k.per_worker_limit:
-        parts.append(f"{k.per_worker_limit}/w")
-    if k.rate_limit:
-        parts.append(k.rate_limit)
-    return " ".join(parts)
 
 
 class OverviewPane(KindsPane):

@@ -21,7 +21,7 @@ from jobtui.config import format_duration
 from jobtui.inert import inert, one_line
 from jobtui.models import Snapshot, WorkerRow
 from jobtui.tui.palette import CellStyles, cell_styles
-from jobtui.tui.panes.kinds import KindsPane
+from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.panes.pane import WrappingInfo
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
@@ -49,12 +49,13 @@ class WorkersPane(KindsPane):
             ("up", "up", 8),
         )
         self.query_one("#worker-kinds", KeyedTable).setup_columns(
-            ("kind", "kind", 20),
-            ("state", "state", 8),
-            ("workers", "workers", 8),
-            ("ready", "ready", 8),
-            ("running", "running", 8),
-            ("dead", "dead", 8),
+            ("kind", "kind", 18),
+            ("state", "state", 7),
+            ("workers", "workers", 7),
+            ("ready", "ready", 7),
+            ("running", "running", 7),
+            ("dead", "dead", 7),
+            ("limit", "limit", 9),
         )
         self.query_one("#workers-table").border_title = "workers"
         self.query_one("#worker-kinds").border_title = "kinds (P pause/resume · L limits)"
@@ -114,6 +115,7 @@ class WorkersPane(KindsPane):
                         Text(str(k.ready if k else 0)),
                         Text(str(k.running if k else 0)),
                         Text(str(k.dead if k else 0), style=st.error if k and k.dead else ""),
+                        Text(limit_text(k) if k else "", style=st.accent),
                     ],
                 )
             )
