@@ -24,9 +24,10 @@ from test_tui_console import SIZE, add_dead, config, goto, rendered, table, unti
 from topology import ReplicaDB
 
 from jobtui.enqueue import enqueue
-from jobtui.tui.app import JobtuiApp, env_is_dangerous
+from jobtui.tui.app import JobtuiApp
 from jobtui.tui.connection import APPLICATION_NAME
 from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.widgets.banners import env_is_dangerous
 from jobtui.tui.widgets.status import StatusBar
 
 SKEW = timedelta(minutes=7)
@@ -260,4 +261,3 @@ async def test_primary_has_no_replica_badge(dsn: str, conn: psycopg.Connection) 
         assert app.replica is None and not app.read_only
         assert not app.query_one("#mode-banner").display
         assert "REPLICA" not in app.query_one(StatusBar).plain
-

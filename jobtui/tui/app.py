@@ -19,7 +19,6 @@ outcome comes back as a message handled below (`on_write_controller_*`).
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import time
 from functools import partial
 from typing import Any, ClassVar
@@ -32,7 +31,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from jobtui import browse, ops
 from jobtui.config import format_duration
@@ -63,21 +62,11 @@ from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
 from jobtui.tui.server import replica_info
-from jobtui.tui.texts import same
+from jobtui.tui.widgets.banners import DEFAULT_DANGER_PATTERN, Banners, env_is_dangerous, lag_text
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
 from jobtui.tui.write_controller import WriteController
-
-
-def lag_text(replica: ReplicaInfo) -> str:
-    """`lag 1.2s` (or why it is unknown) for the replica badge."""
-    if replica.lag_s is None:
-        return "lag unknown (nothing replayed yet)"
-    if replica.lag_s < 60:
-        return f"lag {replica.lag_s:.1f}s"
-    return f"lag {format_duration(replica.lag_s)}"
-
 
 TABS = ("overview", "jobs", "dead", "workers", "schedules")
 TAB_TITLES = {
@@ -87,17 +76,6 @@ TAB_TITLES = {
     "workers": "Workers",
     "schedules": "Schedules",
 }
-DEFAULT_DANGER_PATTERN = "prod*"
-
-
-def env_is_dangerous(env: str, patterns: str) -> bool:
-    """True when `env` matches one of the comma-separated glob `patterns` (any case)."""
-    name = env.lower()
-    return any(
-        fnmatch.fnmatchcase(name, p.strip().lower()) for p in patterns.split(",") if p.strip()
-    )
-
-
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
 
@@ -160,10 +138,7 @@ class JobtuiApp(App[int]):
         # The status line and every banner stack in one block: none can hide another.
         with Vertical(id="top"):
             yield StatusBar(id="status")
-            yield Static(id="env-banner")
-            yield Static(id="banner")
-            yield Static(id="mode-banner")
-            yield Static(id="paused-banner")
+            yield Banners(id="banners")
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("1 Overview", id="overview"):
                 yield OverviewPane(id="overview-pane")
@@ -180,9 +155,7 @@ class JobtuiApp(App[int]):
     def on_mount(self) -> None:
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
-        for banner in ("#banner", "#mode-banner", "#paused-banner"):
-            self.query_one(banner).display = False
-        self._render_env_banner()
+        self.query_one(Banners).show_env(self.env, self.env_danger)
         self.set_interval(1.0, self._render_status)
         self._render_status()
         self.active_pane.focus_main()
@@ -206,17 +179,6 @@ class JobtuiApp(App[int]):
     def _db_label(self) -> str:
         """The live connection's user@host:port/database; never guessed from the DSN."""
         return self.link.target or "not connected yet"
-
-    def _render_env_banner(self) -> None:
-        banner = self.query_one("#env-banner", Static)
-        banner.display = self.env is not None
-        if self.env is None:
-            return
-        banner.set_class(self.env_danger, "-danger")
-        mark = "⚠ " if self.env_danger else ""
-        banner.update(
-            Text.assemble((f"{mark}ENVIRONMENT ", "bold"), inert(self.env.upper(), style="bold"))
-        )
 
     def _render_status(self) -> None:
         if not self.is_running or not self.screen_stack:
@@ -253,44 +215,11 @@ class JobtuiApp(App[int]):
         if self.read_only:
             tail += ["  │ ", ("READ-ONLY", "bold reverse")]
         status.show(Text.assemble(*head), Text.assemble(*age), Text.assemble(*tail))
-        self._render_banner()
-        self._render_mode_banner()
-
-    def _render_mode_banner(self) -> None:
-        """READ-ONLY and REPLICA on a line of their own, with the reason: the status line's
-        badges are cut off on a narrow terminal, this line is not."""
-        banner = self.query_one("#mode-banner", Static)
-        parts: list[Any] = []
-        if self.replica is not None:
-            parts += [("REPLICA ", "bold"), lag_text(self.replica), " · "]
-        if self.read_only:
-            why = self.read_only_why or "read-only mode (--read-only or config)"
-            parts += [("READ-ONLY: ", "bold"), inert(why), ("; write actions hidden", "dim")]
-        banner.display = bool(parts)
-        text = Text.assemble(*parts)
-        if parts and not same(banner.content, text):
-            banner.update(text)
-
-    def _render_banner(self) -> None:
-        banner = self.query_one("#banner", Static)
-        if self.db_error is None:
-            banner.display = False
-            return
-        retry = self.link.retry_in()
-        # How old, not a wall-clock time: this machine's clock may differ from the server's.
-        since = (
-            f"data shown is {format_duration(time.time() - self.updated_at)} old"
-            if self.updated_at is not None
-            else "no data yet"
-        )
-        text = Text.assemble(
-            ("⚠ DATABASE UNREACHABLE ", "bold"),
-            inert(self.db_error),
-            f" — retrying in {retry:.0f}s; {since}",
-        )
-        if not same(banner.content, text):
-            banner.update(text)
-        banner.display = True
+        banners = self.query_one(Banners)
+        data_age = None if self.updated_at is None else time.time() - self.updated_at
+        banners.show_down(self.db_error, self.link.retry_in(), data_age)
+        why = self.read_only_why or ("--read-only or config" if self.config.read_only else None)
+        banners.show_mode(self.replica, why)
 
     # --- refresh loop --------------------------------------------------------------------
 
@@ -420,9 +349,7 @@ class JobtuiApp(App[int]):
 
     def action_toggle_refresh(self) -> None:
         self.refresh_paused = not self.refresh_paused
-        banner = self.query_one("#paused-banner", Static)
-        banner.update(Text("⏸ LIVE REFRESH PAUSED — press p to resume", style="bold"))
-        banner.display = self.refresh_paused
+        self.query_one(Banners).show_paused(self.refresh_paused)
         if not self.refresh_paused:
             self.refresh_now()
         elif self._timer is not None:
