@@ -183,17 +183,22 @@ def _record(cls: type[RowT], r: dict[str, Any]) -> RowT:
 async def fetch_dicts(
     conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """Run `sql` unprepared (planned with these values) and return the rows as dicts."""
-    async with conn.cursor(row_factory=dict_row) as cur:
+    """Run `sql` unprepared (planned with these values) and return the rows as dicts.
+
+    In a transaction of its own with `SET LOCAL jit = off`: on a large table whose visibility
+    map is stale the planner's estimates cross the JIT thresholds and compiling costs more than
+    the query (Dead letters' groups 63 -> 42 ms at 100,000 rows, benchmarks/scale.py). Per
+    transaction, so it holds behind a transaction pooler and never leaks to another client.
+    """
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(queries().browse_no_jit)
         await cur.execute(sql, params, prepare=False)
         return await cur.fetchall()
 
 
 async def _scalar(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
-    async with conn.cursor() as cur:
-        await cur.execute(sql, params, prepare=False)
-        row = await cur.fetchone()
-        return None if row is None else row[0]
+    rows = await fetch_dicts(conn, sql, params)
+    return None if not rows else next(iter(rows[0].values()))
 
 
 def _page(rows: list[Any], limit: int) -> Page[Any]:

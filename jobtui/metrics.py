@@ -1,10 +1,12 @@
 """The Overview's snapshot: queue depth, oldest waiting job, per-kind figures, history, workers.
 
 Everything comes from a handful of indexed reads in one read-only transaction: unfinished jobs
-and dead letters counted kind by kind with index-only scans (exact figures, no heap visits while
-the visibility map is set), and the per-minute `kind_stats` and `queue_samples` rows the workers
-write, so throughput and run-time percentiles never scan finished jobs (and survive their
-pruning).
+counted kind by kind with index-only scans (exact figures, no heap visits while the visibility
+map is set; with a stale map they visit the heap, see benchmarks/scale.py), dead letters from
+the per-kind counts that migration 0015's triggers keep (exact, whatever the map), and the
+per-minute `kind_stats` and `queue_samples` rows the bundled worker writes, so throughput and
+run-time percentiles never scan finished jobs (and survive their pruning) but count only what
+that worker finished.
 """
 
 from __future__ import annotations

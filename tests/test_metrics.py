@@ -307,3 +307,62 @@ async def test_snapshot_carries_worker_liveness_wakeups_and_kind_limits(
     )
     (mail,) = snap.kinds
     assert (mail.concurrency_limit, mail.per_worker_limit, mail.rate_limit) == (3, None, "100/m")
+
+
+async def test_dead_counts_follow_every_change_without_reading_dead_letters(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Migration 0015: per-kind dead counts kept by triggers, exact through inserts, deletes,
+    a kind changed by hand, folds of the delta rows and TRUNCATE."""
+
+    async def counts() -> dict[str, int]:
+        return {k.kind: k.dead for k in (await metrics.snapshot(aconn, S)).kinds if k.dead}
+
+    def truth() -> dict[str, int]:
+        rows = conn.execute("SELECT kind, count(*) FROM dead_letters GROUP BY kind").fetchall()
+        return {k: int(n) for k, n in rows}
+
+    for i in range(60):  # enough statements for several folds (1 in 20)
+        dead(conn, "email" if i % 3 else "sms", 1 + i % 4)
+        if i % 7 == 0:
+            conn.execute(
+                "DELETE FROM dead_letters WHERE id = (SELECT min(id) FROM dead_letters"
+                " WHERE kind = 'email')"
+            )
+    conn.execute(
+        "UPDATE dead_letters SET kind = 'pdf' WHERE id IN "
+        "(SELECT id FROM dead_letters WHERE kind = 'sms' LIMIT 3)"
+    )
+    conn.execute("UPDATE dead_letters SET reason = 'timeout'")
+    assert await counts() == truth() and truth()["pdf"] == 3
+    conn.execute("TRUNCATE dead_letters")
+    assert await counts() == {}
+    dead(conn, "email", 2)
+    assert await counts() == {"email": 2}
+
+
+async def test_dead_counts_stay_exact_when_sessions_bury_and_fold_at_once(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection, dsn: str
+) -> None:
+    """Several sessions adding and removing dead letters at once (folds included: 1 firing in
+    20 folds every kind) still leave the counts equal to the rows."""
+    import threading
+
+    def churn(seed: int) -> None:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for i in range(80):
+                dead(c, ("email", "sms", "pdf")[(seed + i) % 3], 1 + (i % 3))
+                if i % 4 == 0:
+                    c.execute(
+                        "DELETE FROM dead_letters WHERE id IN (SELECT id FROM dead_letters"
+                        " ORDER BY random() LIMIT 2 FOR UPDATE SKIP LOCKED)"
+                    )
+
+    threads = [threading.Thread(target=churn, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    truth = dict(conn.execute("SELECT kind, count(*) FROM dead_letters GROUP BY kind").fetchall())
+    snap = await metrics.snapshot(aconn, S)
+    assert {k.kind: k.dead for k in snap.kinds if k.dead} == truth

@@ -76,9 +76,23 @@ async def test_the_whole_path_as_a_non_superuser_owner(owner: Owner) -> None:
     assert data["totals"]["dead"] == 1
     assert assert_ok(run_cli("check", "--max-dead", "5", dsn=monitor_dsn)).startswith("JOBTUI OK")
     assert_ok(run_cli("dead", "requeue", "--kind", "boom", dsn=operator_dsn))
-    assert_ok(run_cli("prune", "--older-than", "0s", dsn=owner.dsn))
+    # issue 13's operator actions as the operator role, listings as the monitor
     with psycopg.connect(owner.dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT kind FROM jobs").fetchall() == [("boom",)]
+        conn.execute(
+            "INSERT INTO schedules (name, cron, kind) VALUES ('tick', '*/5 * * * *', 'ok')"
+        )
+    assert_ok(run_cli("schedules", "pause", "tick", dsn=operator_dsn))
+    assert_ok(run_cli("schedules", "run-now", "tick", dsn=operator_dsn))
+    assert_ok(run_cli("kinds", "limit", "ok", "--concurrency", "2", dsn=operator_dsn))
+    assert "paused by" in assert_ok(run_cli("schedules", "list", dsn=monitor_dsn))
+    assert "2 running" in assert_ok(run_cli("kinds", "list", dsn=monitor_dsn))
+    assert_ok(run_cli("prune", "--older-than", "0s", dsn=owner.dsn))
+    # a schema-only restore recognised as the owner (its scratch schema needs CREATE only)
+    with psycopg.connect(owner.dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM jobtui_migrations")
+    assert "recognised an existing jobtui schema" in assert_ok(run_cli("migrate", dsn=owner.dsn))
+    with psycopg.connect(owner.dsn, autocommit=True) as conn:
+        assert sorted(conn.execute("SELECT kind FROM jobs").fetchall()) == [("boom",), ("ok",)]
         assert {r[0] for r in conn.execute("SELECT db_role FROM audit_log")} == {
             conninfo.conninfo_to_dict(operator_dsn)["user"],
             owner.role,

@@ -11,7 +11,7 @@ import subprocess
 
 import psycopg
 import pytest
-from test_cli_support import run_cli
+from test_cli_support import assert_ok, run_cli
 from topology import bindir_for
 
 from jobtui.schema import load_migrations
@@ -121,3 +121,14 @@ def test_migrate_refuses_a_restored_schema_that_matches_no_version(empty_dsn: st
         assert conn.execute("SELECT count(*) FROM jobtui_migrations").fetchone() == (0,)
         probes = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'jobtui_probe_%%'"
         assert conn.execute(probes).fetchone() == (0,)  # the scratch schema was rolled back
+
+
+def test_dry_run_on_a_restored_schema_lists_only_what_migrate_would_apply(
+    empty_dsn: str,
+) -> None:
+    _apply_up_to(empty_dsn, 5)
+    out = assert_ok(run_cli("migrate", "--dry-run", dsn=empty_dsn))
+    listed = [line.split()[-1] for line in out.splitlines() if line.startswith("-- migration")]
+    assert listed == [f"{m.version:04d}_{m.name}" for m in load_migrations() if m.version > 5]
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM jobtui_migrations").fetchone() == (0,)

@@ -101,9 +101,25 @@ def current_version(conn: psycopg.Connection, schema: str) -> int:
 
 
 def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, str]]:
-    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`)."""
+    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`).
+
+    A restored schema without version rows counts as at the version its objects show (what
+    `migrate` would record); one matching no version raises MigrationRefused as migrate would.
+    """
     done = applied_versions(conn, schema)
+    if not done and restored_without_versions(conn, schema):
+        version = recognise_version(conn, schema)
+        if version is None:
+            raise _unrecognised(schema)
+        done = {m.version for m in load_migrations() if m.version <= version}
     return [(m, m.for_schema(schema)) for m in load_migrations() if m.version not in done]
+
+
+def restored_without_versions(conn: psycopg.Connection, schema: str) -> bool:
+    """jobtui's own tables exist (not only the article's `jobs`): with no version rows, a
+    schema-only restore or a lost version table."""
+    row = conn.execute(queries(schema).migrate_jobtui_tables_exist).fetchone()
+    return bool(row and row[0])
 
 
 def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
@@ -177,16 +193,20 @@ def recognise_version(conn: psycopg.Connection, schema: str) -> int | None:
     return found
 
 
+def _unrecognised(schema: str) -> MigrationRefused:
+    return MigrationRefused(
+        f"schema {schema} has jobtui's tables but its version table is empty (a schema-only "
+        "restore?) and its objects match no jobtui version, so migrate will not re-run "
+        "migrations over it; nothing was changed. Restore the jobtui_migrations rows from "
+        "the dump, or insert them by hand for the version the schema is at"
+    )
+
+
 def _repair_version_table(conn: psycopg.Connection, schema: str) -> Recognised:
     """Record the versions a restored schema's objects show, or refuse saying what happened."""
     version = recognise_version(conn, schema)
     if version is None:
-        raise MigrationRefused(
-            f"schema {schema} has jobtui's tables but its version table is empty (a schema-only "
-            "restore?) and its objects match no jobtui version, so migrate will not re-run "
-            "migrations over it; nothing was changed. Restore the jobtui_migrations rows from "
-            "the dump, or insert them by hand for the version the schema is at"
-        )
+        raise _unrecognised(schema)
     q = queries(schema)
     recorded = []
     for migration in load_migrations():
@@ -219,7 +239,7 @@ def migrate_report(
             conn.execute(q.migrate_create_schema)
         conn.execute(q.migrate_create_version_table)
         done = applied_versions(conn, schema)
-        if not done and conn.execute(q.migrate_jobtui_tables_exist).fetchone() == (True,):
+        if not done and restored_without_versions(conn, schema):
             recognised = _repair_version_table(conn, schema)
             done = set(recognised.recorded)
         todo = [m for m in load_migrations() if m.version not in done]

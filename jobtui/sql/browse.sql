@@ -201,3 +201,7 @@ ORDER BY r.id DESC
 
 -- name: browse_paused_kinds
 SELECT p.kind, p.paused_by, p.paused_at FROM __schema__.paused_kinds p ORDER BY p.kind
+
+-- name: browse_no_jit
+-- Run first in each browse read's own transaction (jobtui.browse.fetch_dicts says why).
+SET LOCAL jit = off

@@ -70,17 +70,9 @@ CROSS JOIN LATERAL (
 WHERE pk.kind IS NOT NULL
 
 -- name: metrics_dead_by_kind
--- The same loose index scan over dead_letters' (kind, error_signature) index, whose
--- deduplicated entries make each kind's index-only count read few pages.
-WITH RECURSIVE dk AS (
-  SELECT min(d.kind) AS kind FROM __schema__.dead_letters d
-  UNION ALL
-  SELECT (SELECT min(d.kind) FROM __schema__.dead_letters d WHERE d.kind > dk.kind)
-  FROM dk WHERE dk.kind IS NOT NULL
-)
-SELECT dk.kind, (SELECT count(*) FROM __schema__.dead_letters d WHERE d.kind = dk.kind) AS dead
-FROM dk
-WHERE dk.kind IS NOT NULL
+-- Exact per-kind counts kept by migration 0015's triggers (one delta row per statement that
+-- adds or removes dead letters): a few rows to read, however stale the visibility map is.
+SELECT c.kind, c.dead FROM __schema__.jobtui_dead_letter_counts() c
 
 -- name: metrics_kind_window
 -- Each kind's per-minute figures over the rate window (the current minute and the `back`

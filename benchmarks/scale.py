@@ -1,0 +1,229 @@
+"""Issue 15 item 7: the console's queries at scale, with a stale visibility map.
+
+The data: 2,000,000 finished jobs, 200,000 ready (a tenth retrying), 50,000 scheduled and
+100,000 dead letters across 20 kinds, built once with generate_series as a template database
+(`jobtui_scale_<tag>`; `--rebuild` makes it again). Half the dead letters and all scheduled jobs
+are added *after* the template's VACUUM, and 20,000 ready rows are updated, so every run sees
+dead tuples and pages the visibility map does not cover: what a queue looks like between
+autovacuum runs, or with autovacuum off (as on this machine).
+
+It prints p50/p95 over `--runs` of: the Overview snapshot (jobtui.metrics.snapshot), each
+console tab's reads (Jobs: first page and its count; Dead letters: groups and first page;
+Workers and Kinds come from the snapshot), the dead-letter groups query alone, and a filter
+(a kind and a payload search), each with jit on and off (session setting, so the difference
+shows what `SET LOCAL jit = off` inside the snapshot saves).
+
+    .venv/bin/python benchmarks/scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
+    PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/scale.py   # "before"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import conninfo, sql
+
+if __package__ in (None, ""):
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
+
+from benchmarks.bigdata import TRACEBACK, insert_dead
+
+KINDS = [f"kind{i:02d}.work" for i in range(20)]
+FINISHED, READY, SCHEDULED, DEAD = 2_000_000, 200_000, 50_000, 100_000
+
+
+def _tag() -> str:
+    from jobtui.schema import load_migrations
+
+    names = ",".join(f"{m.version}:{m.name}" for m in load_migrations())
+    return hashlib.sha1(names.encode()).hexdigest()[:10]
+
+
+def build(dsn: str) -> None:
+    """The part of the data set that was there at the last VACUUM."""
+    from jobtui.schema import migrate
+
+    t0 = time.monotonic()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrate(conn, "public")
+        conn.execute(
+            """
+            INSERT INTO jobs (kind, payload, run_at, attempts, created_at, locked_at, locked_by,
+                              finished_at)
+            SELECT (%(kinds)s::text[])[1 + g %% 20],
+                   jsonb_build_object('order_id', g, 'customer', 'cust-' || (g %% 5000)),
+                   ts, 1, ts, ts, 'bench:1:seed', ts + interval '40 ms'
+            FROM (SELECT g, now() - interval '2 days' * g / %(n)s AS ts
+                  FROM generate_series(1, %(n)s) g) s
+            """,
+            {"kinds": KINDS, "n": FINISHED},
+        )
+        conn.execute(
+            """
+            INSERT INTO jobs (kind, payload, run_at, attempts, created_at, last_error, errors)
+            SELECT (%(kinds)s::text[])[1 + g %% 20],
+                   jsonb_build_object('order_id', g, 'customer', 'cust-' || (g %% 5000)),
+                   ts, CASE WHEN g %% 10 = 0 THEN 1 ELSE 0 END, ts,
+                   CASE WHEN g %% 10 = 0 THEN 'TimeoutError: upstream took 31s' END,
+                   CASE WHEN g %% 10 = 0 THEN jsonb_build_array(jsonb_build_object(
+                     'attempt', 1, 'at', ts::text, 'error', 'TimeoutError: upstream took 31s',
+                     'traceback', %(tb)s::text, 'worker', 'bench:1:seed'))
+                   ELSE '[]'::jsonb END
+            FROM (SELECT g, now() - interval '1 hour' * g / %(n)s AS ts
+                  FROM generate_series(1, %(n)s) g) s
+            """,
+            {"kinds": KINDS, "n": READY, "tb": TRACEBACK},
+        )
+        insert_dead(conn, DEAD // 2, KINDS)
+        conn.execute(
+            """
+            INSERT INTO kind_stats (minute, kind, done, failed, dead, runtime_sum_ms, hist)
+            SELECT date_trunc('minute', now()) - interval '1 minute' * m, k, 600, m %% 7, 0,
+                   24000, '{120,200,150,80,30,12,5,2,1,0,0,0,0,0,0,0,0}'::int[]
+            FROM generate_series(0, 1439) m, unnest(%(kinds)s::text[]) k
+            """,
+            {"kinds": KINDS},
+        )
+        conn.execute(
+            """
+            INSERT INTO workers (id, host, pid, kinds, concurrency, running)
+            SELECT 'bench:' || i || ':w', 'bench', i, %(kinds)s, 10, 0
+            FROM generate_series(1, 4) i
+            """,
+            {"kinds": KINDS},
+        )
+        conn.execute("VACUUM (ANALYZE)")
+    print(f"template built in {time.monotonic() - t0:.0f}s", flush=True)
+
+
+def stale(dsn: str) -> None:
+    """What changed since that VACUUM: dead tuples and pages the visibility map misses."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        insert_dead(conn, DEAD - DEAD // 2, KINDS)
+        conn.execute(
+            """
+            INSERT INTO jobs (kind, payload, run_at)
+            SELECT (%(kinds)s::text[])[1 + g %% 20], jsonb_build_object('order_id', -g),
+                   now() + interval '1 minute' * (1 + g %% 600)
+            FROM generate_series(1, %(n)s) g
+            """,
+            {"kinds": KINDS, "n": SCHEDULED},
+        )
+        conn.execute(
+            "UPDATE jobs SET run_at = run_at WHERE id IN (SELECT id FROM jobs"
+            " WHERE finished_at IS NULL ORDER BY id LIMIT 20000)"
+        )
+        conn.execute("ANALYZE")  # statistics are fresh; the visibility map is not
+
+
+def ensure_template(admin: str, rebuild: bool) -> str:
+    name = f"jobtui_scale_{_tag()}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if exists and not rebuild:
+            return name
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    build(conninfo.make_conninfo(admin, dbname=name))
+    return name
+
+
+def copy_of(admin: str, template: str) -> str:
+    name = f"{template}_run"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template)
+            )
+        )
+    return name
+
+
+Probe = Callable[[psycopg.AsyncConnection], Awaitable[Any]]
+
+
+def probes() -> dict[str, Probe]:
+    from jobtui import browse, metrics
+    from jobtui.models import DeadFilter, JobFilter
+
+    s = "public"
+    return {
+        "snapshot (Overview, Kinds, Workers)": lambda c: metrics.snapshot(c, s),
+        "Jobs tab: first page": lambda c: browse.list_jobs(c, s, JobFilter(), limit=100),
+        "Jobs tab: count (no filter)": lambda c: browse.count_jobs(c, s, JobFilter()),
+        "Dead tab: groups": lambda c: browse.dead_groups(c, s, DeadFilter()),
+        "Dead tab: first page": lambda c: browse.list_dead(c, s, DeadFilter(), limit=100),
+        "filter: jobs kind + ready": lambda c: browse.list_jobs(
+            c, s, JobFilter(states=("ready",), kind=KINDS[3]), limit=100
+        ),
+        "filter: jobs kind + ready, count": lambda c: browse.count_jobs(
+            c, s, JobFilter(states=("ready",), kind=KINDS[3])
+        ),
+        "filter: dead kind + error text": lambda c: browse.list_dead(
+            c, s, DeadFilter(kind=KINDS[5], error="timeout"), limit=100
+        ),
+        "filter: jobs payload search": lambda c: browse.list_jobs(
+            c, s, JobFilter(text="cust-4242"), limit=100
+        ),
+    }
+
+
+async def measure(dsn: str, runs: int, jit: str) -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(f"SET jit = {jit}")
+        for label, probe in probes().items():
+            times = []
+            for i in range(runs + 2):
+                t0 = time.perf_counter()
+                await probe(conn)
+                if i >= 2:  # two warm-up runs
+                    times.append((time.perf_counter() - t0) * 1000)
+            times.sort()
+            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+            out[label] = (statistics.median(times), p95)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--rebuild", action="store_true")
+    args = ap.parse_args()
+    import jobtui
+
+    print(f"jobtui from {Path(jobtui.__file__).parent}", flush=True)
+    template = ensure_template(args.dsn, args.rebuild)
+    db = copy_of(args.dsn, template)
+    try:
+        dsn = conninfo.make_conninfo(args.dsn, dbname=db)
+        stale(dsn)
+        print(
+            f"{FINISHED:,} finished, {READY:,} ready, {SCHEDULED:,} scheduled, {DEAD:,} dead "
+            f"letters, {len(KINDS)} kinds; {DEAD - DEAD // 2:,} dead letters, {SCHEDULED:,} "
+            "scheduled and 20,000 updated ready rows since the last VACUUM",
+            flush=True,
+        )
+        results = {jit: asyncio.run(measure(dsn, args.runs, jit)) for jit in ("on", "off")}
+        print(f"\n{'query':40} {'jit on p50/p95 ms':>20} {'jit off p50/p95 ms':>20}")
+        for label in results["on"]:
+            on, off = results["on"][label], results["off"][label]
+            print(f"{label:40} {on[0]:9.1f} /{on[1]:7.1f} {off[0]:9.1f} /{off[1]:7.1f}")
+    finally:
+        with psycopg.connect(args.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(db)))
+
+
+if __name__ == "__main__":
+    main()
