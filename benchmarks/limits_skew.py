@@ -29,12 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from jobtui import enqueue_many
 from jobtui.schema import migrate
 from jobtui.sql import queries
-from jobtui.worker_db import int_array
+from jobtui.worker.statements import int_array
 
 Q = queries("public")
 # The index limits_fast_claim_per_kind needs; proposed to replace jobs_claim.
 PROPOSED_INDEX = (
-    "CREATE INDEX jobs_claim_kind ON jobs (kind, priority DESC, run_at, id)"
+    "CREATE INDEX IF NOT EXISTS jobs_claim_kind ON jobs (kind, priority DESC, run_at, id)"
     " WHERE finished_at IS NULL AND locked_at IS NULL"
 )
 CASES = [
@@ -42,13 +42,15 @@ CASES = [
     ("worker_claim, held kind left out", "worker_claim", ["fast"]),
     ("per-kind candidate, both listed", "limits_fast_claim_per_kind", ["fast", "held"]),
     ("per-kind candidate, held left out", "limits_fast_claim_per_kind", ["fast"]),
+    ("worker_claim_per_kind, held limited", "worker_claim_per_kind", ["fast", "held"]),
 ]
 
 
 def _ms_per_claim(conn: psycopg.Connection, sql: str, kinds: list[str], args) -> float:
     started = time.perf_counter()
     for _ in range(args.claims):
-        rows = conn.execute(sql, {"kinds": kinds, "worker": "w", "limit": args.batch}).fetchall()
+        params = {"kinds": kinds, "worker": "w", "limit": args.batch, "limits": "{}"}
+        rows = conn.execute(sql, params).fetchall()
         pairs = ",".join(f'"{r[0]}":{r[3]}' for r in rows)
         conn.execute(
             Q.worker_complete,
@@ -79,7 +81,10 @@ def main() -> None:
                 migrate(conn, "public")
                 enqueue_many(conn, ({"kind": "held"} for _ in range(args.backlog)))
                 enqueue_many(conn, ({"kind": "fast"} for _ in range(args.backlog)))
-                conn.execute(PROPOSED_INDEX)
+                conn.execute(PROPOSED_INDEX)  # migration 0007 has it now
+                conn.execute(
+                    "INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('held', 1000000)"
+                )
                 conn.execute("ANALYZE")
                 for label, sql_name, kinds in CASES:
                     figures[label].append(_ms_per_claim(conn, Q[sql_name], kinds, args))
