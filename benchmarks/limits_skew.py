@@ -3,9 +3,9 @@
 Limited kinds (issue 13) are left out of worker_claim's kinds list, as paused kinds already
 are. worker_claim walks the jobs_claim index in claim order, so it steps over every ready row
 of a left-out kind that sits ahead. This prints ms per claim of `--batch` (with the completion
-of what it claimed) for today's worker_claim and for the candidate limits_fast_claim_per_kind
-(with the index it needs, created here), with `--backlog` rows of the left-out kind enqueued
-before as many of the claimed one.
+of what it claimed) for worker_claim and for worker_claim_per_kind (the claim a worker uses
+while it handles a limited kind; its index comes with migration 0007), with `--backlog` rows
+of the left-out kind (`held`, given a limit) enqueued before as many of the claimed one.
 
     python benchmarks/limits_skew.py [--dsn postgresql://root@127.0.0.1:5432/postgres]
         [--backlog 100000] [--batch 50] [--claims 40] [--runs 3]
@@ -32,7 +32,7 @@ from jobtui.sql import queries
 from jobtui.worker.statements import int_array
 
 Q = queries("public")
-# The index limits_fast_claim_per_kind needs; proposed to replace jobs_claim.
+# The index worker_claim_per_kind uses (migration 0007 creates it).
 PROPOSED_INDEX = (
     "CREATE INDEX IF NOT EXISTS jobs_claim_kind ON jobs (kind, priority DESC, run_at, id)"
     " WHERE finished_at IS NULL AND locked_at IS NULL"
@@ -40,9 +40,8 @@ PROPOSED_INDEX = (
 CASES = [
     ("worker_claim, both kinds listed", "worker_claim", ["fast", "held"]),
     ("worker_claim, held kind left out", "worker_claim", ["fast"]),
-    ("per-kind candidate, both listed", "limits_fast_claim_per_kind", ["fast", "held"]),
-    ("per-kind candidate, held left out", "limits_fast_claim_per_kind", ["fast"]),
     ("worker_claim_per_kind, held limited", "worker_claim_per_kind", ["fast", "held"]),
+    ("worker_claim_per_kind, held left out", "worker_claim_per_kind", ["fast"]),
 ]
 
 
