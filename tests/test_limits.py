@@ -253,7 +253,7 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
     assert any(n.get("Index Name") == "jobs_pending_kind" for n in scans)
 
 
-async def test_candidate_fast_claim_leaves_out_limited_and_paused_kinds_in_claim_order(
+async def test_per_kind_fast_claim_leaves_out_limited_and_paused_kinds_in_claim_order(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
     await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=9)])
@@ -261,8 +261,8 @@ async def test_candidate_fast_claim_leaves_out_limited_and_paused_kinds_in_claim
     jobs = [{"kind": k, "priority": p} for k in ("a", "b", "lim", "paused") for p in (0, 5)]
     enqueue_many(conn, jobs)
     cur = await aconn.execute(
-        queries(S).limits_fast_claim_per_kind,
-        {"kinds": ["a", "b", "lim", "paused"], "worker": "w", "limit": 3},
+        queries(S).worker_claim_per_kind,
+        {"kinds": ["a", "b", "lim", "paused"], "worker": "w", "limit": 3, "limits": "{}"},
     )
     assert len(await cur.fetchall()) == 3
     # Both priority-5 rows first, then the oldest priority-0 row (same run_at: lowest id).

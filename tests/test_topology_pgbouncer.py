@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from apps.helpers import fetchval, running_worker
+from apps.helpers import fetchval, running_worker, wait_until
 from test_cli_support import assert_ok, run_cli
 from topology import quick_registry
 
@@ -78,13 +78,27 @@ async def _drain(direct: str, worker_dsn: str, **settings: Any) -> tuple[int, fl
     return N_JOBS - left, seconds, errors
 
 
-async def _pickup_ms(direct: str, worker_dsn: str, n: int = 5, **settings: Any) -> list[float]:
-    """Enqueue one job at a time (with jobtui's NOTIFY) to an idle worker: ms to finished."""
+async def _pickup_ms(
+    direct: str, worker_dsn: str, n: int = 5, wakeup: str = "listen", **settings: Any
+) -> list[float]:
+    """Enqueue one job at a time (with jobtui's NOTIFY) to an idle worker, once its probe has
+    settled on `wakeup` ('listen' or 'polling'): ms to finished."""
     latencies = []
     async with (
-        running_worker(worker_dsn, quick_registry(), **settings),
+        running_worker(worker_dsn, quick_registry(), **settings) as worker,
         await psycopg.AsyncConnection.connect(direct, autocommit=True) as conn,
     ):
+
+        async def settled() -> bool:
+            return bool(
+                await fetchval(
+                    conn,
+                    "SELECT wakeup_mode = %s AND listen_connected FROM workers WHERE id = %s",
+                    (wakeup, worker.id),
+                )
+            )
+
+        await wait_until(settled, timeout=10, what=f"the worker's wake-up mode to be {wakeup}")
         for _ in range(n):
             await asyncio.sleep(0.3)  # idle: the worker waits on LISTEN or its poll
             t0 = time.monotonic()
@@ -134,7 +148,18 @@ async def test_worker_with_a_session_listen_dsn_is_woken_by_notify_behind_a_tran
     latencies = await _pickup_ms(
         dsn, tx_pooled_dsn, poll_interval=2.0, listen_dsn=session_pooled_dsn
     )
+    print(f"pickup through transaction pooling, LISTEN via session pooling (ms): {latencies}")
     assert statistics.median(latencies) < 300, latencies
+
+
+async def test_worker_behind_a_transaction_pooler_without_listen_dsn_picks_up_within_its_poll(
+    dsn: str, tx_pooled_dsn: str
+) -> None:
+    """LISTEN hears nothing there: the probe finds out and the worker polls every 0.25 s
+    instead of its 2 s poll interval."""
+    latencies = await _pickup_ms(dsn, tx_pooled_dsn, wakeup="polling", poll_interval=2.0)
+    print(f"pickup through transaction pooling, polling (ms): {latencies}")
+    assert max(latencies) < 600, latencies
 
 
 async def test_worker_says_it_polls_when_listen_through_a_transaction_pooler_hears_nothing(

@@ -148,33 +148,3 @@ SELECT kind, concurrency, per_worker, rate, period_s, limited, overridden,
        override_period_s, overridden_by, overridden_at
 FROM __schema__.kind_limits
 ORDER BY kind
-
--- name: limits_fast_claim_per_kind
--- A CANDIDATE for worker_claim (not used yet; benchmarks/limits_skew.py measures it). Leaving
--- a kind out of worker_claim's list (paused today, limited now) makes its walk of jobs_claim
--- skip that kind's whole ready backlog when it sits ahead of the others: 100 000 such rows
--- took a claim of 50 from 3.6 ms to 27 ms. This version walks each listed kind on its own,
--- in claim order, and merges: with an index on (kind, priority DESC, run_at, id) WHERE
--- finished_at IS NULL AND locked_at IS NULL (which could replace jobs_claim, so `jobs` keeps
--- its number of indexes) it costs the same whatever other kinds hold. The kind is matched as
--- a one-value range so the planner keeps to that index (see limits_claim).
-UPDATE __schema__.jobs j
-SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1
-WHERE j.id = ANY(ARRAY(
-    SELECT c.id
-    FROM (SELECT unnest(%(kinds)s::text[])
-          EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
-          EXCEPT SELECT l.kind FROM __schema__.kind_limits l WHERE l.limited) AS k(kind)
-    CROSS JOIN LATERAL (
-      SELECT x.id, x.priority, x.run_at
-      FROM __schema__.jobs x
-      WHERE x.kind >= k.kind AND x.kind <= k.kind
-        AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-        AND x.attempts < x.max_attempts
-      ORDER BY x.kind, x.priority DESC, x.run_at, x.id
-      LIMIT %(limit)s
-      FOR UPDATE SKIP LOCKED) c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT %(limit)s))
-  AND j.attempts < j.max_attempts
-RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts

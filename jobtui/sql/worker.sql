@@ -43,6 +43,37 @@ WHERE j.id = ANY(ARRAY(
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 
+-- name: worker_claim_per_kind
+-- worker_claim for a worker some of whose kinds have a limit (they are left out here, and
+-- claimed by claim_limited): each remaining kind is walked on its own through jobs_claim_kind
+-- (kind, priority DESC, run_at, id), up to `limit` rows each, and the walks are merged in
+-- claim order, so a large backlog of a limited kind ahead of the others costs nothing (see
+-- migration 0007). The kind is matched as a one-value range so the planner keeps to that
+-- index (see limits_claim). Everything else as in worker_claim.
+UPDATE __schema__.jobs j
+SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
+    max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+WHERE j.id = ANY(ARRAY(
+    SELECT c.id
+    FROM (SELECT unnest(%(kinds)s::text[])
+          EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
+          EXCEPT SELECT l.kind FROM __schema__.kind_limits l WHERE l.limited) AS k(kind)
+    CROSS JOIN LATERAL (
+      SELECT x.id, x.priority, x.run_at
+      FROM __schema__.jobs x
+      WHERE x.kind >= k.kind AND x.kind <= k.kind
+        AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
+        AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+        AND NOT x.cancel_requested
+      ORDER BY x.kind, x.priority DESC, x.run_at, x.id
+      LIMIT %(limit)s
+      FOR UPDATE SKIP LOCKED) c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %(limit)s))
+  AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+  AND NOT j.cancel_requested
+RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+
 -- name: worker_complete
 -- Group commit of successful jobs: one statement for every completion buffered so far.
 UPDATE __schema__.jobs j

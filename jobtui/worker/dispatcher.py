@@ -12,7 +12,9 @@ leave slots empty for a whole round trip. A claim that failed may have committed
 reply lost: rows this worker holds without knowing are released before it claims again.
 
 Kinds with a limit (issue 13, jobtui.limits) are claimed apart: the fast claim leaves them
-out (in its SQL, so a new limit applies at once), and a claim first calls claim_limited for
+out (in its SQL, so a new limit applies at once; while this worker handles a limited kind it
+walks each other kind on its own, worker_claim_per_kind, so a limited kind's backlog ahead of
+them costs nothing), and a claim first calls claim_limited for
 the limited kinds this worker handles when they are due: at once after a NOTIFY, a limits
 change or one of its own limited jobs finishing; after the rate's wait when a kind ran out of
 tokens; after FULL_POLL_S when a kind sits at its concurrency limit with jobs waiting (another
@@ -206,7 +208,7 @@ class Dispatcher:
             fast_n = n - len(rows)
             if fast_n > 0 and len(self.limited) < len(self.kinds):
                 t1 = time.monotonic()
-                fast = await self.db.claim(link, self.kinds, fast_n)
+                fast = await self.db.claim(link, self.kinds, fast_n, per_kind=bool(self.limited))
                 if len(fast) == fast_n and time.monotonic() - t1 > SLOW_CLAIM_S:
                     self.on_slow_claim()
                 rows += fast

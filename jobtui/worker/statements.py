@@ -74,14 +74,17 @@ class WorkerDB:
 
     # ---- claim
 
-    async def claim(self, link: Link, kinds: list[str], limit: int) -> list[tuple[Any, ...]]:
-        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours.
+    async def claim(
+        self, link: Link, kinds: list[str], limit: int, *, per_kind: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours; with
+        `per_kind`, by worker_claim_per_kind (when some of `kinds` have a limit).
 
         A payload that cannot be decoded comes back as an UndecodablePayload instance.
         """
+        sql = self.q.worker_claim_per_kind if per_kind else self.q.worker_claim
         rows = await link.fetch(
-            self.q.worker_claim,
-            {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits},
+            sql, {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits}
         )
         return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
 
