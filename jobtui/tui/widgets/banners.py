@@ -76,7 +76,7 @@ class Banners(Vertical):
         since = (
             "no data yet"
             if data_age_s is None
-            else f"data shown is {format_duration(data_age_s)} old"
+            else f"data shown is from {format_duration(data_age_s)} ago"
         )
         self._set(
             "banner",
