@@ -172,6 +172,15 @@ async def test_environment_banner_reverse_video_under_no_color(
         banner = app.query_one("#env-banner")
         assert app.no_color and banner.styles.text_style.reverse
         assert "ENVIRONMENT PROD" in rendered(banner)
+        # Alarms in tables are reverse video too (the theme's red would become a dim grey).
+        conn.execute(
+            "INSERT INTO workers (id, host, pid, kinds, concurrency, heartbeat_at)"
+            " VALUES ('w:9:z', 'h', 9, '{k}', 1, now() - interval '10 minutes')"
+        )
+        await goto(app, pilot, "4")
+        workers = table(app, "#workers-table")
+        await until(pilot, lambda: "w:9:z" in workers.keys)
+        assert "reverse" in str(workers.get_cell("w:9:z", "hb").style)
 
 
 async def test_banners_stack_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
