@@ -3,9 +3,9 @@
 Limited kinds (issue 13) are left out of worker_claim's kinds list, as paused kinds already
 are. worker_claim walks the jobs_claim index in claim order, so it steps over every ready row
 of a left-out kind that sits ahead. This prints ms per claim of `--batch` (with the completion
-of what it claimed) for today's worker_claim and for the candidate limits_fast_claim_per_kind
-(with the index it needs, created here), with `--backlog` rows of the left-out kind enqueued
-before as many of the claimed one.
+of what it claimed) for worker_claim and for worker_claim_per_kind (the claim a worker uses
+while it handles a limited kind; its index comes with migration 0007), with `--backlog` rows
+of the left-out kind (`held`, given a limit) enqueued before as many of the claimed one.
 
     python benchmarks/limits_skew.py [--dsn postgresql://root@127.0.0.1:5432/postgres]
         [--backlog 100000] [--batch 50] [--claims 40] [--runs 3]
@@ -29,26 +29,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from jobtui import enqueue_many
 from jobtui.schema import migrate
 from jobtui.sql import queries
-from jobtui.worker_db import int_array
+from jobtui.worker.statements import int_array
 
 Q = queries("public")
-# The index limits_fast_claim_per_kind needs; proposed to replace jobs_claim.
+# The index worker_claim_per_kind uses (migration 0007 creates it).
 PROPOSED_INDEX = (
-    "CREATE INDEX jobs_claim_kind ON jobs (kind, priority DESC, run_at, id)"
+    "CREATE INDEX IF NOT EXISTS jobs_claim_kind ON jobs (kind, priority DESC, run_at, id)"
     " WHERE finished_at IS NULL AND locked_at IS NULL"
 )
 CASES = [
     ("worker_claim, both kinds listed", "worker_claim", ["fast", "held"]),
     ("worker_claim, held kind left out", "worker_claim", ["fast"]),
-    ("per-kind candidate, both listed", "limits_fast_claim_per_kind", ["fast", "held"]),
-    ("per-kind candidate, held left out", "limits_fast_claim_per_kind", ["fast"]),
+    ("worker_claim_per_kind, held limited", "worker_claim_per_kind", ["fast", "held"]),
+    ("worker_claim_per_kind, held left out", "worker_claim_per_kind", ["fast"]),
 ]
 
 
 def _ms_per_claim(conn: psycopg.Connection, sql: str, kinds: list[str], args) -> float:
     started = time.perf_counter()
     for _ in range(args.claims):
-        rows = conn.execute(sql, {"kinds": kinds, "worker": "w", "limit": args.batch}).fetchall()
+        params = {"kinds": kinds, "worker": "w", "limit": args.batch, "limits": "{}"}
+        rows = conn.execute(sql, params).fetchall()
         pairs = ",".join(f'"{r[0]}":{r[3]}' for r in rows)
         conn.execute(
             Q.worker_complete,
@@ -79,7 +80,10 @@ def main() -> None:
                 migrate(conn, "public")
                 enqueue_many(conn, ({"kind": "held"} for _ in range(args.backlog)))
                 enqueue_many(conn, ({"kind": "fast"} for _ in range(args.backlog)))
-                conn.execute(PROPOSED_INDEX)
+                conn.execute(PROPOSED_INDEX)  # migration 0007 has it now
+                conn.execute(
+                    "INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('held', 1000000)"
+                )
                 conn.execute("ANALYZE")
                 for label, sql_name, kinds in CASES:
                     figures[label].append(_ms_per_claim(conn, Q[sql_name], kinds, args))

@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(args.results.read_text())
         plot(results, args.out)
     except ImportError:
-        print("bench-plot: matplotlib is not installed (pip install -e '.[bench]')",
-              file=sys.stderr)
+        print(
+            "bench-plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr
+        )
         return 1
     except (OSError, ValueError, KeyError) as exc:
         print(f"bench-plot: {args.results}: {exc}", file=sys.stderr)

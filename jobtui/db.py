@@ -6,7 +6,9 @@ Everything here is shared by the CLI, the worker and the console; no module form
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
@@ -16,6 +18,57 @@ from jobtui.sql import queries
 
 APPLICATION_NAME = "jobtui"
 
+# Whether connections may use server-side prepared statements (psycopg prepares a statement
+# after its 5th execution on a connection). Behind a transaction pooler they must not: the next
+# Bind can land on another server connection, which lacks the statement or holds another one
+# under the same name. "auto" (the default) turns them off when the connection is pooled.
+PREPARED_ENV = "JOBTUI_PREPARED_STATEMENTS"
+PREPARED_MODES = ("auto", "on", "off")
+
+
+def prepared_mode() -> str:
+    """`JOBTUI_PREPARED_STATEMENTS`: auto (default), on or off; ValueError otherwise."""
+    mode = os.environ.get(PREPARED_ENV, "auto").strip().lower() or "auto"
+    if mode not in PREPARED_MODES:
+        raise ValueError(f"{PREPARED_ENV} must be auto, on or off, not {mode!r}")
+    return mode
+
+
+def _pooled(client_pid: int, server_pid: Any) -> bool:
+    """PgBouncer answers the startup with its own backend key: the pid the client was told
+    differs from the one the server reports. (Poolers that pass the real pid through are not
+    detected: set JOBTUI_PREPARED_STATEMENTS=off for them.)"""
+    return server_pid is not None and int(server_pid) != client_pid
+
+
+def apply_prepared_mode(conn: psycopg.Connection) -> bool:
+    """Turn prepared statements off on `conn` when the setting says so; True if off."""
+    mode = prepared_mode()
+    if mode == "auto":
+        row = conn.execute(queries().backend_pid, prepare=False).fetchone()
+        off = _pooled(conn.info.backend_pid, row[0] if row else None)
+    else:
+        off = mode == "off"
+    if off:
+        conn.prepare_threshold = None
+    return off
+
+
+async def abehind_pooler(conn: psycopg.AsyncConnection) -> bool:
+    """Whether `conn` goes through PgBouncer (see `_pooled`); one round trip."""
+    cur = await conn.execute(queries().backend_pid, prepare=False)
+    row = await cur.fetchone()
+    return _pooled(conn.info.backend_pid, row[0] if row else None)
+
+
+async def aapply_prepared_mode(conn: psycopg.AsyncConnection) -> bool:
+    """Async twin of apply_prepared_mode."""
+    mode = prepared_mode()
+    off = await abehind_pooler(conn) if mode == "auto" else mode == "off"
+    if off:
+        conn.prepare_threshold = None
+    return off
+
 
 class SchemaMissing(Exception):
     """jobtui's tables are not in the database: `jobtui migrate` has not been run."""
@@ -24,25 +77,45 @@ class SchemaMissing(Exception):
 def connect(
     dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME
 ) -> psycopg.Connection:
-    """A sync connection with a bounded connect timeout."""
-    return psycopg.connect(
+    """A sync connection with a bounded connect timeout, prepared statements off behind a
+    transaction pooler."""
+    conn = psycopg.connect(
         dsn,
-        autocommit=autocommit,
+        autocommit=True,
         application_name=app,
         **connect_kwargs(),  # type: ignore[arg-type]
     )
+    try:
+        apply_prepared_mode(conn)
+        conn.autocommit = autocommit
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 async def aconnect(
-    dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME
+    dsn: str,
+    *,
+    autocommit: bool = True,
+    app: str = APPLICATION_NAME,
+    extra: dict[str, Any] | None = None,
 ) -> psycopg.AsyncConnection:
-    """An async connection with a bounded connect timeout."""
-    return await psycopg.AsyncConnection.connect(
+    """An async connection with a bounded connect timeout, prepared statements off behind a
+    transaction pooler; `extra` are more libpq/psycopg arguments (the worker's keepalives)."""
+    conn = await psycopg.AsyncConnection.connect(
         dsn,
-        autocommit=autocommit,
+        autocommit=True,
         application_name=app,
-        **connect_kwargs(),  # type: ignore[arg-type]
+        **{**connect_kwargs(), **(extra or {})},
     )
+    try:
+        await aapply_prepared_mode(conn)
+        await conn.set_autocommit(autocommit)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
 
 
 def _first_line(text: str) -> str:

@@ -21,21 +21,20 @@ happened" travels with the id it describes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
 
 import psycopg
 
 from jobtui.config import resolve_schema
 from jobtui.db import connect
+from jobtui.jobspec import (  # re-exported: they were defined here before
+    DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS,
+)
+from jobtui.jobspec import InvalidJob, JobSpec
 from jobtui.sql import Queries, notify_channel, queries
 
-DEFAULT_MAX_ATTEMPTS = 5
-MAX_KIND_CHARS = 200
-MAX_UNIQUE_KEY_BYTES = 1000  # well inside a btree entry's limit (about 2 700 bytes)
 # A keyed insert that finds neither an existing job nor room (a racing producer committed after
 # the statement's snapshot) is sent again; each retry sees that commit, so one is enough unless
 # the key keeps changing hands under it.
@@ -76,101 +75,6 @@ class EnqueuedMany(int):
 T = TypeVar("T")
 
 
-class InvalidJob(ValueError):
-    """A job that cannot be enqueued as given (bad kind, payload or attempts)."""
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """One job to enqueue."""
-
-    kind: str
-    payload: Any = field(default_factory=dict)
-    run_at: datetime | None = None
-    delay: timedelta | None = None
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    priority: int = 0
-    unique_key: str | None = None
-    unique_window: timedelta | None = None
-
-    def validated(self) -> JobSpec:
-        """This job, after checking every field; raises InvalidJob."""
-        self.validated_without_payload()
-        self.payload_json()
-        return self
-
-    def validated_without_payload(self) -> None:
-        if not isinstance(self.kind, str) or not self.kind.strip():
-            raise InvalidJob("job kind must be a non-empty string")
-        if len(self.kind) > MAX_KIND_CHARS:
-            raise InvalidJob(f"job kind is longer than {MAX_KIND_CHARS} characters")
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
-            raise InvalidJob(f"max_attempts must be an integer, not {self.max_attempts!r}")
-        if self.max_attempts < 1:
-            raise InvalidJob(f"max_attempts must be at least 1, not {self.max_attempts}")
-        if self.max_attempts >= 2**31:
-            raise InvalidJob(f"max_attempts {self.max_attempts} is out of range")
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise InvalidJob(f"priority must be an integer, not {self.priority!r}")
-        if not -(2**31) <= self.priority < 2**31:
-            raise InvalidJob(f"priority {self.priority} is out of range")
-        if self.run_at is not None and self.run_at.tzinfo is None:
-            raise InvalidJob("run_at must be timezone-aware")
-        self._check_when()
-        self._check_unique()
-
-    def _check_unique(self) -> None:
-        key, window = self.unique_key, self.unique_window
-        if key is not None:
-            if not isinstance(key, str) or not key:
-                raise InvalidJob("unique_key must be a non-empty string")
-            if "\x00" in key:
-                raise InvalidJob("unique_key cannot contain a NUL character")
-            try:
-                size = len(key.encode("utf-8"))
-            except UnicodeEncodeError:
-                raise InvalidJob("unique_key is not valid Unicode (a lone surrogate)") from None
-            if size > MAX_UNIQUE_KEY_BYTES:
-                raise InvalidJob(f"unique_key is longer than {MAX_UNIQUE_KEY_BYTES} bytes")
-        if window is not None:
-            if key is None:
-                raise InvalidJob("unique_window needs a unique_key")
-            if not isinstance(window, timedelta) or window <= timedelta(0):
-                raise InvalidJob(f"unique_window must be a positive timedelta, not {window!r}")
-
-    def _check_when(self) -> None:
-        """Refuse a time after 9999-12-31: PostgreSQL stores it, but no client can read it."""
-        if not self.delay:
-            return  # a datetime itself cannot lie past 9999; only adding a delay can
-        start = self.run_at or datetime.now(UTC)
-        try:
-            start + (self.delay or timedelta(0))
-        except OverflowError:
-            raise InvalidJob(
-                "run_at must be before the end of 9999-12-31 (later dates cannot be read back)"
-            ) from None
-
-    def payload_json(self) -> str:
-        """The payload as JSON text, refusing what PostgreSQL's jsonb cannot store."""
-        try:
-            text = _ENCODER.encode(self.payload)
-        except RecursionError:
-            raise InvalidJob("payload is nested too deeply to store") from None
-        except (TypeError, ValueError) as exc:
-            raise InvalidJob(f"payload is not JSON-serialisable: {exc}") from None
-        if "\\u0000" in text:
-            raise InvalidJob(
-                "payload contains a NUL character, which PostgreSQL jsonb cannot store"
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidJob(
-                "payload contains a lone surrogate (text that is not valid Unicode)"
-            ) from None
-        return text
-
-
 Prepared = tuple[JobSpec, str]  # a validated job and its payload's JSON text
 
 
@@ -190,8 +94,6 @@ def _prepare(item: JobSpec | Mapping[str, Any]) -> Prepared:
     return spec, text
 
 
-# One encoder for every payload: json.dumps with options builds a new one per call.
-_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False)
 _FIELDS = frozenset(
     {
         "kind",

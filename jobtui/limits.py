@@ -44,6 +44,8 @@ from jobtui.sql import queries
 
 PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
 MAX_LIMIT = 2**31 - 1
+# How soon a worker looks again at a kind at its concurrency limit with jobs waiting.
+FULL_POLL_S = 0.05
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
 
 
@@ -122,8 +124,10 @@ class LimitedRows(list[tuple[Any, ...]]):
     """Claimed rows (id, kind, payload text, attempts, max_attempts), like worker_claim's.
 
     `wait_s` maps each rate-limited kind that ran out of tokens to the seconds until its next
-    one (claim again then). `skipped` lists the kinds asked for that were not looked at: another
-    worker was claiming them at that moment (claim again soon: they may have room left), or
+    one (claim again then), and each kind at its concurrency (or per-worker) limit with jobs
+    ready to FULL_POLL_S (room comes back when a job of it finishes on any worker, which sends
+    no NOTIFY: look again then). `skipped` lists the kinds asked for that were not looked at:
+    another worker was claiming them at that moment (claim again soon: they may have room left), or
     they are paused or no longer limited (the fast claim takes those).
     """
 
@@ -132,12 +136,19 @@ class LimitedRows(list[tuple[Any, ...]]):
 
 
 async def claim_limited(
-    conn: psycopg.AsyncConnection, schema: str, worker_id: str, kinds: Sequence[str], want: int
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    worker_id: str,
+    kinds: Sequence[str],
+    want: int,
+    attempt_limits: str = "{}",
 ) -> LimitedRows:
     """Claim up to `want` jobs of these limited kinds without exceeding any kind's limits.
 
     Two statements in one transaction (lock, then count-and-claim); `conn` must not be in a
     transaction. Kinds without a limit in `kinds` are ignored (the fast claim takes them).
+    `attempt_limits` is the worker's {kind: handler max_attempts} as JSON text (as for
+    worker_claim): the effective attempt limit, written into each claimed row.
     """
     q = queries(schema)
     result = LimitedRows()
@@ -149,7 +160,14 @@ async def claim_limited(
         held = [r[0] for r in await cur.fetchall()]
         if held:
             cur = await conn.execute(
-                q.limits_claim, {"kinds": held, "worker": worker_id, "want": want}
+                q.limits_claim,
+                {
+                    "kinds": held,
+                    "worker": worker_id,
+                    "want": want,
+                    "full_poll_s": FULL_POLL_S,
+                    "limits": attempt_limits,
+                },
             )
             for row in await cur.fetchall():
                 if row[0] is None:

@@ -2,7 +2,10 @@
 
 An application declares `registry = Registry()` and decorates its handlers with
 `@registry.handler("kind", max_attempts=…, timeout=…)`; `jobtui worker myapp.jobs` finds it with
-`load_registry("myapp.jobs")`. The registry only describes handlers: running them is the worker's.
+`load_registry("myapp.jobs")`. The registry only describes handlers, their limits
+(`concurrency=`, `per_worker=`, `rate=` on the handler) and schedules (`@registry.periodic`,
+`registry.schedule`): running them, syncing those to the database and enforcing them is the
+worker's. Every declaration is checked when it is made, so a mistake fails at import.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from jobtui.limits import InvalidLimit, KindLimit
+from jobtui.schedules import InvalidSchedule, Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,6 +93,10 @@ class Registry:
 
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        self._limits: dict[str, KindLimit] = {}
+        self._schedules: dict[str, Schedule] = {}
+        self._kind_of: dict[int, str] = {}  # id(handler function) -> its kind
+        self._pending: dict[int, list[dict[str, Any]]] = {}  # periodic below handler
 
     def handler(
         self,
@@ -97,11 +107,17 @@ class Registry:
         backoff_base: float = 60.0,
         backoff_cap: float = 3600.0,
         jitter: float = 0.1,
+        concurrency: int | None = None,
+        per_worker: int | None = None,
+        rate: str | int | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of `kind`; it gets the payload.
 
         `async def` handlers run on the worker's event loop (cancelled with `task.cancel()`);
         plain functions run in threads and can poll `jobtui.worker.current_job().cancelled`.
+        Limits, enforced at claim time across every worker (jobtui.limits): `concurrency` jobs
+        of this kind running at once, `per_worker` on one worker, `rate` starts per second or
+        minute ("100/m", "5/s"; an int is per second). An operator can override them.
         """
         if not isinstance(kind, str) or not kind.strip():
             raise ValueError("handler kind must be a non-empty string")
@@ -120,6 +136,12 @@ class Registry:
         _check_number(f"jitter of {kind!r}", jitter, minimum=0)
         if jitter > 1:
             raise ValueError(f"jitter of {kind!r} must be a fraction between 0 and 1")
+        try:
+            limit = KindLimit.declared(
+                kind, concurrency=concurrency, per_worker=per_worker, rate=rate
+            )
+        except InvalidLimit as exc:
+            raise ValueError(f"limits of {kind!r}: {exc}") from None
 
         def register(fn: F) -> F:
             if not callable(fn):
@@ -136,9 +158,98 @@ class Registry:
                 backoff_cap=float(backoff_cap),
                 jitter=float(jitter),
             )
+            self._limits[kind] = limit
+            self._kind_of[id(fn)] = kind
+            for declared in self._pending.pop(id(fn), []):
+                self._add_schedule(Schedule.periodic(kind, **declared))
             return fn
 
         return register
+
+    def periodic(
+        self,
+        cron: str,
+        *,
+        timezone: str = "UTC",
+        missed: str = "skip",
+        name: str | None = None,
+        payload: Any = None,
+    ) -> Callable[[F], F]:
+        """Enqueue a job of the decorated handler's kind on a cron schedule (five fields, in
+        `timezone`). Each tick is enqueued once however many workers run (jobtui.schedules);
+        `missed` ("skip" or "latest") says what happens to ticks missed while no worker ran.
+        The schedule is named after the kind unless `name` is given (needed when one kind has
+        several). Goes above or below `@registry.handler`."""
+        declared = {
+            "cron_expr": cron,
+            "timezone": timezone,
+            "missed": missed,
+            "name": name,
+            "payload": payload,
+        }
+        # Fail now, at the declaration (the kind is not known yet: any valid one will do).
+        Schedule.periodic("periodic", **{**declared, "name": name or f"periodic {cron!r}"})
+
+        def register(fn: F) -> F:
+            kind = self._kind_of.get(id(fn))
+            if kind is None:
+                self._pending.setdefault(id(fn), []).append(declared)
+            else:
+                self._add_schedule(Schedule.periodic(kind, **declared))
+            return fn
+
+        return register
+
+    def schedule(
+        self,
+        name: str,
+        cron: str,
+        kind: str,
+        payload: Any = None,
+        *,
+        timezone: str = "UTC",
+        missed: str = "skip",
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> Schedule:
+        """Enqueue a job of `kind` with `payload` on a cron schedule; see `periodic`. The kind
+        needs a handler in this registry by the time a worker starts."""
+        extra: dict[str, Any] = {} if max_attempts is None else {"max_attempts": max_attempts}
+        sched = Schedule(
+            name=name,
+            cron=cron,
+            kind=kind,
+            payload={} if payload is None else payload,
+            timezone=timezone,
+            missed=missed,
+            priority=priority,
+            **extra,
+        )
+        self._add_schedule(sched)
+        return sched
+
+    def _add_schedule(self, sched: Schedule) -> None:
+        if sched.name in self._schedules:
+            raise InvalidSchedule(
+                f"schedule {sched.name!r} is declared twice (give each one its own name=)"
+            )
+        self._schedules[sched.name] = sched
+
+    def schedules(self) -> list[Schedule]:
+        """Every declared schedule, by name. Raises ValueError for a schedule whose kind has
+        no handler, or a `periodic` on a function that never became a handler."""
+        if self._pending:
+            raise InvalidSchedule("@registry.periodic decorates a function that is not a handler")
+        for sched in self._schedules.values():
+            if sched.kind not in self._specs:
+                raise InvalidSchedule(
+                    f"schedule {sched.name!r}: kind {sched.kind!r} has no handler"
+                )
+        return [self._schedules[n] for n in sorted(self._schedules)]
+
+    def limits(self) -> list[KindLimit]:
+        """The declared limits of every kind (all-None for a kind without limits), by kind."""
+        return [self._limits[k] for k in sorted(self._limits)]
 
     def kinds(self) -> list[str]:
         """Every kind with a handler, sorted."""

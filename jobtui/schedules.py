@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from jobtui import cron
-from jobtui.enqueue import DEFAULT_MAX_ATTEMPTS, InvalidJob, JobSpec
+from jobtui.jobspec import DEFAULT_MAX_ATTEMPTS, InvalidJob, JobSpec
 from jobtui.models import ScheduleRow
 from jobtui.sql import notify_channel, queries
 

@@ -139,7 +139,8 @@ async def test_a_kind_at_its_limit_does_not_stall_others(
     # The fast claim takes unlimited kinds, with the limited ones left out of its list.
     unlimited = sorted({"full", "roomy", "free"} - await limited_kinds(aconn, S))
     cur = await aconn.execute(
-        queries(S).worker_claim, {"kinds": unlimited, "worker": "w2", "limit": 10}
+        queries(S).worker_claim,
+        {"kinds": unlimited, "worker": "w2", "limit": 10, "limits": "{}"},
     )
     assert sorted(r[1] for r in await cur.fetchall()) == ["free", "free"]
 
@@ -240,7 +241,7 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
         await aconn.execute(queries(S).limits_lock, {"kinds": ["slow"]})
         cur = await aconn.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + queries(S).limits_claim,
-            {"kinds": ["slow"], "worker": "w", "want": 5},
+            {"kinds": ["slow"], "worker": "w", "want": 5, "full_poll_s": 0.05, "limits": "{}"},
         )
         plan = (await cur.fetchone())[0]
 
@@ -252,7 +253,7 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
     assert any(n.get("Index Name") == "jobs_pending_kind" for n in scans)
 
 
-async def test_candidate_fast_claim_leaves_out_limited_and_paused_kinds_in_claim_order(
+async def test_per_kind_fast_claim_leaves_out_limited_and_paused_kinds_in_claim_order(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
     await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=9)])
@@ -260,8 +261,8 @@ async def test_candidate_fast_claim_leaves_out_limited_and_paused_kinds_in_claim
     jobs = [{"kind": k, "priority": p} for k in ("a", "b", "lim", "paused") for p in (0, 5)]
     enqueue_many(conn, jobs)
     cur = await aconn.execute(
-        queries(S).limits_fast_claim_per_kind,
-        {"kinds": ["a", "b", "lim", "paused"], "worker": "w", "limit": 3},
+        queries(S).worker_claim_per_kind,
+        {"kinds": ["a", "b", "lim", "paused"], "worker": "w", "limit": 3, "limits": "{}"},
     )
     assert len(await cur.fetchall()) == 3
     # Both priority-5 rows first, then the oldest priority-0 row (same run_at: lowest id).

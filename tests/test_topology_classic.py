@@ -49,11 +49,6 @@ def test_rows_given_up_by_a_classic_consumer_are_exhausted_not_ready(
     assert data["totals"].get("exhausted") == 3, data["totals"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: the worker buries exhausted rows only of the kinds it handles "
-    "(worker_bury_exhausted filters kind = ANY(kinds)) and with reason 'exhausted'",
-)
 async def test_the_worker_moves_rows_exhausted_by_another_consumer_of_any_kind_to_dead_letters(
     dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection
 ) -> None:

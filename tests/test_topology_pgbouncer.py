@@ -19,11 +19,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from apps.helpers import fetchval, running_worker
+from apps.helpers import fetchval, running_worker, wait_until
 from test_cli_support import assert_ok, run_cli
 from topology import quick_registry
 
 from jobtui import enqueue
+from jobtui.db import PREPARED_ENV, aconnect, connect
 
 N_JOBS = 2000
 DRAIN_TIMEOUT_S = 12.0
@@ -77,13 +78,27 @@ async def _drain(direct: str, worker_dsn: str, **settings: Any) -> tuple[int, fl
     return N_JOBS - left, seconds, errors
 
 
-async def _pickup_ms(direct: str, worker_dsn: str, n: int = 5, **settings: Any) -> list[float]:
-    """Enqueue one job at a time (with jobtui's NOTIFY) to an idle worker: ms to finished."""
+async def _pickup_ms(
+    direct: str, worker_dsn: str, n: int = 5, wakeup: str = "listen", **settings: Any
+) -> list[float]:
+    """Enqueue one job at a time (with jobtui's NOTIFY) to an idle worker, once its probe has
+    settled on `wakeup` ('listen' or 'polling'): ms to finished."""
     latencies = []
     async with (
-        running_worker(worker_dsn, quick_registry(), **settings),
+        running_worker(worker_dsn, quick_registry(), **settings) as worker,
         await psycopg.AsyncConnection.connect(direct, autocommit=True) as conn,
     ):
+
+        async def settled() -> bool:
+            return bool(
+                await fetchval(
+                    conn,
+                    "SELECT wakeup_mode = %s AND listen_connected FROM workers WHERE id = %s",
+                    (wakeup, worker.id),
+                )
+            )
+
+        await wait_until(settled, timeout=10, what=f"the worker's wake-up mode to be {wakeup}")
         for _ in range(n):
             await asyncio.sleep(0.3)  # idle: the worker waits on LISTEN or its poll
             t0 = time.monotonic()
@@ -99,13 +114,6 @@ async def _pickup_ms(direct: str, worker_dsn: str, n: int = 5, **settings: Any) 
 # ------------------------------------------------------------------ the worker
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: psycopg prepares statements (prepare_threshold=5) on the worker's "
-    "long-lived connections; through transaction pooling they land on other server "
-    'connections: prepared statement "_pg3_0" does not exist / already exists, bind message '
-    "supplies 6 parameters but prepared statement requires 3, malformed array literal",
-)
 async def test_worker_drains_2000_jobs_through_transaction_pooling(
     dsn: str, tx_pooled_dsn: str
 ) -> None:
@@ -134,26 +142,26 @@ async def test_worker_drains_2000_jobs_through_session_pooling(
     assert drained == N_JOBS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="issue 15: the worker has no separate session-mode DSN for LISTEN "
-    "(WorkerSettings(listen_dsn=…), --listen-dsn, JOBTUI_LISTEN_DSN)",
-)
 async def test_worker_with_a_session_listen_dsn_is_woken_by_notify_behind_a_transaction_pooler(
     dsn: str, tx_pooled_dsn: str, session_pooled_dsn: str
 ) -> None:
     latencies = await _pickup_ms(
         dsn, tx_pooled_dsn, poll_interval=2.0, listen_dsn=session_pooled_dsn
     )
+    print(f"pickup through transaction pooling, LISTEN via session pooling (ms): {latencies}")
     assert statistics.median(latencies) < 300, latencies
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: LISTEN through transaction pooling silently receives nothing and "
-    "nothing notices: no warning at start, nothing in the workers row",
-)
+async def test_worker_behind_a_transaction_pooler_without_listen_dsn_picks_up_within_its_poll(
+    dsn: str, tx_pooled_dsn: str
+) -> None:
+    """LISTEN hears nothing there: the probe finds out and the worker polls every 0.25 s
+    instead of its 2 s poll interval."""
+    latencies = await _pickup_ms(dsn, tx_pooled_dsn, wakeup="polling", poll_interval=2.0)
+    print(f"pickup through transaction pooling, polling (ms): {latencies}")
+    assert max(latencies) < 600, latencies
+
+
 async def test_worker_says_it_polls_when_listen_through_a_transaction_pooler_hears_nothing(
     dsn: str, tx_pooled_dsn: str
 ) -> None:
@@ -168,7 +176,8 @@ async def test_worker_says_it_polls_when_listen_through_a_transaction_pooler_hea
                 await asyncio.sleep(0.2)
                 said = await fetchval(
                     conn,
-                    "SELECT row_to_json(w)::text ILIKE '%%poll%%' FROM workers w WHERE id = %s",
+                    "SELECT wakeup_mode = 'polling' AND wakeup_note ILIKE '%%listen%%' "
+                    "AND poll_interval_s <= 0.25 FROM workers WHERE id = %s",
                     (worker.id,),
                 )
     warned = [
@@ -231,20 +240,41 @@ class Neighbour:
             t.join(5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: enqueue() on a long-lived producer connection through transaction "
-    'pooling fails once psycopg prepares its INSERT: prepared statement "_pg3_0" …',
-)
 async def test_enqueue_from_a_long_lived_producer_connection_through_transaction_pooling(
     dsn: str, tx_pooled_dsn: str
 ) -> None:
+    """A producer's own connection is the producer's: behind a transaction pooler it must be
+    opened with prepared statements off (as the README says), or through jobtui.db."""
     with Neighbour(tx_pooled_dsn):
-        async with await psycopg.AsyncConnection.connect(tx_pooled_dsn, autocommit=True) as conn:
-            for i in range(40):
+        async with await psycopg.AsyncConnection.connect(
+            tx_pooled_dsn, autocommit=True, prepare_threshold=None
+        ) as conn:
+            for i in range(20):
+                await enqueue(conn, "quick", {"i": i})
+        async with await aconnect(tx_pooled_dsn) as conn:
+            for i in range(20):
                 await enqueue(conn, "quick", {"i": i})
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (40,)
+
+
+def test_jobtui_connections_turn_prepared_statements_off_behind_the_pooler_only(
+    dsn: str, tx_pooled_dsn: str, session_pooled_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """auto (the default) detects PgBouncer by the backend pid it fakes; on and off force it."""
+    monkeypatch.delenv(PREPARED_ENV, raising=False)
+    with connect(dsn) as direct, connect(tx_pooled_dsn) as tx, connect(session_pooled_dsn) as ss:
+        assert direct.prepare_threshold is not None
+        assert tx.prepare_threshold is None and ss.prepare_threshold is None
+    monkeypatch.setenv(PREPARED_ENV, "off")
+    with connect(dsn) as direct:
+        assert direct.prepare_threshold is None
+    monkeypatch.setenv(PREPARED_ENV, "on")
+    with connect(tx_pooled_dsn) as tx:
+        assert tx.prepare_threshold is not None
+    monkeypatch.setenv(PREPARED_ENV, "sometimes")
+    with pytest.raises(ValueError, match="JOBTUI_PREPARED_STATEMENTS must be auto, on or off"):
+        connect(dsn)
 
 
 def test_cli_commands_through_transaction_pooling(dsn: str, tx_pooled_dsn: str) -> None:
@@ -268,12 +298,6 @@ def test_cli_commands_through_transaction_pooling(dsn: str, tx_pooled_dsn: str) 
 # ------------------------------------------------------------------ the console
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: the console's one long-lived connection prepares its snapshot "
-    "statements; through transaction pooling with other clients refreshes fail with "
-    'database error: prepared statement "_pg3_…" does not exist',
-)
 async def test_console_through_transaction_pooling_shows_no_database_error(
     dsn: str, tx_pooled_dsn: str
 ) -> None:

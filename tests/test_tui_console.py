@@ -105,7 +105,7 @@ async def fresh(app: JobtuiApp, pilot: Any) -> None:
 
 async def goto(app: JobtuiApp, pilot: Any, key: str) -> None:
     """Switch tab by its digit and wait until its main table has the focus."""
-    name = {"1": "overview", "2": "jobs", "3": "dead", "4": "workers"}[key]
+    name = {"1": "overview", "2": "jobs", "3": "dead", "4": "workers", "5": "schedules"}[key]
     await pilot.press(key)
     pane = app.query_one(f"#{name}-pane")
     main = pane.query_one(pane.main_table)  # type: ignore[attr-defined]
@@ -366,6 +366,21 @@ async def test_select_only_role_turns_read_only(dsn: str, conn: psycopg.Connecti
             await pilot.pause(0.3)
             assert not isinstance(app.screen, ConfirmScreen)
             assert dead_ids(conn) == set(ids)
+            mode = rendered(app.query_one("#mode-banner"))
+            assert "READ-ONLY: the database role cannot write" in mode
+            conn.execute("INSERT INTO schedules (name, cron, kind) VALUES ('s', '* * * * *', 'k')")
+            await goto(app, pilot, "5")
+            await until(pilot, lambda: len(table(app, "#schedules-table").keys) == 1)
+            await pilot.press("P", "r")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+            footer = rendered(app.query_one("Footer"))
+            assert "Run now" not in footer and "Pause/resume" not in footer
+            await goto(app, pilot, "1")
+            await pilot.press("L")
+            await pilot.pause(0.3)
+            assert len(app.screen_stack) == 1 and "Limits" not in rendered(app.query_one("Footer"))
+            assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
     finally:
         conn.execute(f'DROP OWNED BY "{role}"')
         conn.execute(f'DROP ROLE "{role}"')
@@ -422,6 +437,7 @@ async def test_layout_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
             "2 Jobs",
             "3 Dead letters",
             "4 Workers",
+            "5 Schedules",
         ]
         assert all(screen.contains_region(t.region) for t in tabs)
         await goto(app, pilot, "2")
@@ -435,6 +451,9 @@ async def test_layout_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
         await goto(app, pilot, "4")
         await until(pilot, lambda: app.polls >= 4)
         assert table(app, "#workers-table").region.height >= 4
+        await goto(app, pilot, "5")
+        await until(pilot, lambda: app.polls >= 5)
+        assert table(app, "#schedules-table").region.height >= 12
         footer = app.query_one("Footer").region
         assert footer.bottom == 24 and footer.height == 1
         await pilot.press("question_mark")

@@ -233,3 +233,44 @@ async def test_plain_requeue_never_violates_the_index(
 def test_the_result_prints_like_the_plain_id(conn: psycopg.Connection) -> None:
     job = enqueue(conn, "k", {}, unique_key="p")
     assert (str(job), repr(job), f"{job}") == (str(int(job)),) * 3
+
+
+async def test_the_key_goes_with_the_job_into_dead_letters_by_every_path(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection
+) -> None:
+    """Migration 0006: jobtui_move_to_dead copies unique_key: a last failed attempt (worker
+    bury), a lost worker's last attempt (rescue) and a row another consumer exhausted (sweep)."""
+    from apps.helpers import fetchall, running_worker, wait_until
+
+    from jobtui.registry import Registry
+
+    reg = Registry()
+
+    @reg.handler("fails", max_attempts=1)
+    async def fails(payload: object) -> None:
+        raise RuntimeError("no")
+
+    buried = enqueue(conn, "fails", {}, unique_key="bury:1")
+    swept = enqueue(conn, "other_app_kind", {}, unique_key="sweep:1", max_attempts=1)
+    conn.execute("UPDATE jobs SET attempts = 1 WHERE id = %s", (swept,))
+    lost = enqueue(conn, "fails", {}, unique_key="lost:1", max_attempts=1)
+    conn.execute(
+        "UPDATE jobs SET attempts = 1, max_attempts = 1, locked_at = now(), "
+        "locked_by = 'gone-worker' WHERE id = %s",
+        (lost,),
+    )
+    async with running_worker(dsn, reg, prune_interval=0.2):
+
+        async def three() -> bool:
+            rows = await fetchall(aconn, "SELECT count(*) FROM dead_letters")
+            return rows[0][0] == 3
+
+        await wait_until(three, what="three dead letters")
+    rows = conn.execute("SELECT id, unique_key, reason FROM dead_letters ORDER BY id").fetchall()
+    assert sorted(rows) == sorted(
+        [
+            (buried, "bury:1", "failed"),
+            (swept, "sweep:1", "exhausted by another consumer"),
+            (lost, "lost:1", "worker_lost"),
+        ]
+    )

@@ -302,7 +302,7 @@ async def test_base_exceptions_are_recorded_as_failures_and_the_worker_survives(
     }
 
 
-async def test_unknown_kind_stays_pending_and_is_never_dead_lettered(
+async def test_unknown_kind_stays_pending_until_another_consumer_exhausts_it(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
     reg = Registry()
@@ -312,7 +312,8 @@ async def test_unknown_kind_stays_pending_and_is_never_dead_lettered(
         return None
 
     stranger = await enqueue(aconn, "nobody_handles_this", {})
-    # Also one with no attempts left: only a worker handling its kind may bury it.
+    # Also one with no attempts left: nothing can ever run it, so any worker moves it to
+    # dead_letters, saying another consumer exhausted it (issue 15 item 3).
     spent = await enqueue(aconn, "nobody_handles_this", {}, max_attempts=1)
     await aconn.execute("UPDATE jobs SET attempts = 1 WHERE id = %s", (spent,))
     mine = await enqueue(aconn, "known", {})
@@ -329,8 +330,9 @@ async def test_unknown_kind_stays_pending_and_is_never_dead_lettered(
         "SELECT id, attempts, locked_at, finished_at FROM jobs WHERE id = ANY(%s) ORDER BY id",
         ([stranger, spent],),
     )
-    assert rows == [(stranger, 0, None, None), (spent, 1, None, None)]
-    assert await fetchval(aconn, "SELECT count(*) FROM dead_letters") == 0
+    assert rows == [(stranger, 0, None, None)]
+    dead = await fetchall(aconn, "SELECT id, kind, reason, attempts FROM dead_letters")
+    assert dead == [(spent, "nobody_handles_this", "exhausted by another consumer", 1)]
 
 
 async def test_exhausted_rows_of_a_handled_kind_are_buried(
@@ -862,3 +864,57 @@ async def test_outcome_writes_find_their_rows_by_id_whatever_the_statistics_say(
     assert set(plans) == {"complete", "cancelled", "release", "retry", "bury"}
     for name, plan in plans.items():
         assert "Seq Scan on jobs" not in plan, f"worker_{name}:\n{plan}"
+
+
+async def test_the_workers_row_says_how_it_is_woken(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """Issues 12 and 15: LISTEN connected and proven by the probe, the last wake-up, the poll.
+    A LISTEN DSN that cannot connect makes it poll, and say why."""
+    reg = Registry()
+
+    @reg.handler("k")
+    async def k(payload: Any) -> None:
+        return None
+
+    async with running_worker(dsn, reg, poll_interval=1.5) as worker:
+
+        async def row() -> Any:
+            return await fetchall(
+                aconn,
+                "SELECT wakeup_mode, wakeup_note, listen_connected, last_wakeup_at, "
+                "poll_interval_s FROM workers WHERE id = %s",
+                (worker.id,),
+            )
+
+        # The probe's own echo is the first wake-up.
+        await wait_until(lambda: _first(row(), lambda r: r[3] is not None), what="a wake-up")
+        mode, note, connected, _, poll = (await row())[0]
+        assert (mode, note, connected, poll) == ("listen", None, True, 1.5)
+    bad = "postgresql://nobody@127.0.0.1:1/nothing?connect_timeout=1"
+    async with running_worker(dsn, reg, poll_interval=1.5, listen_dsn=bad) as worker:
+
+        async def polling() -> Any:
+            return await fetchval(
+                aconn,
+                "SELECT wakeup_mode = 'polling' AND NOT listen_connected "
+                "AND wakeup_note LIKE 'LISTEN connection lost%%' AND poll_interval_s = 0.25 "
+                "FROM workers WHERE id = %s",
+                (worker.id,),
+            )
+
+        await wait_until(polling, what="the worker to say it polls")
+        t0 = time.monotonic()
+        job = await enqueue(aconn, "k", {})
+        await wait_until(
+            lambda: fetchval(
+                aconn, "SELECT finished_at IS NOT NULL FROM jobs WHERE id = %s", (job,)
+            ),
+            what="the job, picked up by polling",
+        )
+        assert time.monotonic() - t0 < 1.0
+
+
+async def _first(rows: Any, test: Any) -> bool:
+    got = await rows
+    return bool(got) and test(got[0])

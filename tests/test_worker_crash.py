@@ -4,80 +4,20 @@ consumer, and a randomised run of several workers with failing handlers."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 from apps import basic
+from apps.fleet import Procs, ledger_fixture, procs_fixture  # noqa: F401 - fixtures
 from apps.helpers import fetchall, fetchval, running_worker, wait_until
 
 from jobtui import enqueue, enqueue_many
 from jobtui.registry import Registry
 from jobtui.worker import current_job
-
-RUN_WORKER = Path(__file__).parent / "apps" / "run_worker.py"
-
-
-class Procs:
-    """Worker subprocesses started by a test; whatever is left is killed at the end."""
-
-    def __init__(self, dsn: str, log_dir: Path) -> None:
-        self.dsn = dsn
-        self.log_dir = log_dir
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def start(self, **options: Any) -> subprocess.Popen[bytes]:
-        settings = {
-            "poll_interval": 0.1,
-            "heartbeat_interval": 0.2,
-            "heartbeat_timeout": 1.0,
-            "kinds": ["sleepy"],
-            **options,
-        }
-        log = open(self.log_dir / f"worker{len(self.procs)}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [sys.executable, str(RUN_WORKER), self.dsn, json.dumps(settings)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
-        )
-        log.close()
-        self.procs.append(proc)
-        return proc
-
-    def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("*.log")))
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(5)
-
-
-@pytest.fixture
-def procs(dsn: str, tmp_path: Path) -> Iterator[Procs]:
-    p = Procs(dsn, tmp_path)
-    try:
-        yield p
-    finally:
-        p.close()
-
-
-@pytest.fixture
-def ledger(dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> str:
-    conn.execute(basic.LEDGER_DDL)
-    monkeypatch.setenv("JOBTUI_TEST_LEDGER_DSN", dsn)
-    return dsn
 
 
 async def ledger_rows(aconn: psycopg.AsyncConnection, job_id: int) -> list[Any]:

@@ -2,8 +2,8 @@
 
 Starts an embedded PostgreSQL in a temporary directory, migrates it, seeds a believable queue
 (several kinds, a running worker and a stale one, retrying jobs, dead letters with real-looking
-tracebacks, an hour of per-minute history so the sparklines are full) and saves one SVG per tab
-plus the detail view, at 120×36.
+tracebacks, an hour of per-minute history so the sparklines are full, schedules and kind limits)
+and saves one SVG per tab plus the detail view, at 120×36.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
+from jobtui import ops
 from jobtui.console_config import ConsoleConfig
 from jobtui.enqueue import JobSpec, enqueue_many
+from jobtui.schedules import Schedule, sync_schedules
 from jobtui.sql import queries
 from jobtui.stats import BUCKETS_MS, bucket_index
 
@@ -150,13 +152,8 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
     rnd.shuffle(specs)  # ids mixed across states, as in a live queue
     with psycopg.connect(dsn, autocommit=True) as conn:
         enqueue_many(conn, specs, schema=schema)
-        ids = [
-            r[0]
-            for r in conn.execute(q.screenshots_job_kinds)
-        ]
-        kinds_by_id: dict[int, str] = dict(
-            conn.execute(q.screenshots_job_kinds).fetchall()
-        )
+        ids = [r[0] for r in conn.execute(q.screenshots_job_kinds)]
+        kinds_by_id: dict[int, str] = dict(conn.execute(q.screenshots_job_kinds).fetchall())
         picks = rnd.sample(ids, 90)
         for job_id in picks[:12]:
             conn.execute(
@@ -302,6 +299,27 @@ def seed(dsn: str, schema: str = "public", *, seed_value: int = 7) -> None:
         conn.execute(q.screenshots_analyze)
 
 
+SCHEDULES = (
+    Schedule("nightly-usage-report", "0 3 * * *", "report.build", timezone="Europe/Berlin"),
+    Schedule("invoice-run", "0 6 1 * *", "billing.charge", timezone="America/New_York"),
+    Schedule("webhook-retry-sweep", "*/5 * * * *", "webhook.deliver"),
+    Schedule("digest-email", "30 7 * * 1-5", "email.send", timezone="Europe/London"),
+)
+
+
+async def seed_schedules_and_limits(dsn: str, schema: str = "public") -> None:
+    """Schedules (one paused, one run by hand) and kind limits, through the engine's own calls."""
+    actor = ops.Actor("ops@screenshots")
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await sync_schedules(conn, schema, SCHEDULES)
+        await ops.pause_schedule(conn, schema, "invoice-run", actor=actor)
+        await ops.run_schedule_now(conn, schema, "webhook-retry-sweep", actor=actor)
+        await ops.set_kind_limits(
+            conn, schema, "webhook.deliver", concurrency=5, rate=100, rate_period_s=60, actor=actor
+        )
+        await ops.set_kind_limits(conn, schema, "billing.charge", per_worker=2, actor=actor)
+
+
 async def capture(dsn: str, outdir: Path, schema: str = "public") -> list[Path]:
     """Drive the real app and save an SVG per tab and of the detail view."""
     from jobtui.tui.app import JobtuiApp
@@ -340,6 +358,9 @@ async def capture(dsn: str, outdir: Path, schema: str = "public") -> list[Path]:
         await pilot.press("escape", "4")
         await settle(pilot)
         save("workers")
+        await pilot.press("5")
+        await settle(pilot)
+        save("schedules")
         await pilot.press("question_mark")
         await pilot.pause(0.5)
         save("help")
@@ -365,6 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             with psycopg.connect(server.dsn, autocommit=True) as conn:
                 migrate(conn, "public")
             seed(server.dsn)
+            asyncio.run(seed_schedules_and_limits(server.dsn))
             for path in asyncio.run(capture(server.dsn, outdir)):
                 print(path)
         finally:

@@ -45,7 +45,10 @@ FOR UPDATE OF l SKIP LOCKED
 -- ordered by (kind, run_at): that is jobs_pending_kind's order. With `= room.kind` the planner
 -- took the kind as fixed, and with few kinds it walked jobs_pending in run_at order past every
 -- other kind's backlog (26–60 ms at 200 000 rows of one other kind, against 0.3 ms).
--- Rows with id NULL carry, per rate-limited kind, the seconds until its next whole token.
+-- As in worker_claim: the attempt limit is the effective one (`%(limits)s`, the handlers'
+-- {kind: max_attempts}, written into the row), and a row with a cancel request is not taken.
+-- Rows with id NULL carry, per rate-limited kind, the seconds until its next whole token; per
+-- kind at its concurrency limit with jobs ready, the short poll for others' completions.
 WITH lim AS MATERIALIZED (
   SELECT l.kind, l.concurrency, l.per_worker, l.rate, l.period_s,
          CASE WHEN l.rate IS NULL THEN NULL ELSE
@@ -74,7 +77,9 @@ WITH lim AS MATERIALIZED (
     FROM __schema__.jobs x
     WHERE x.kind >= room.kind AND x.kind <= room.kind
       AND x.finished_at IS NULL AND x.locked_at IS NULL
-      AND x.run_at <= now() AND x.attempts < x.max_attempts
+      AND x.run_at <= now()
+      AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+      AND NOT x.cancel_requested
     ORDER BY x.kind, x.run_at
     LIMIT room.n
     FOR UPDATE OF x SKIP LOCKED) c
@@ -82,8 +87,11 @@ WITH lim AS MATERIALIZED (
   LIMIT %(want)s
 ), claimed AS (
   UPDATE __schema__.jobs j
-  SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1
-  WHERE j.id IN (SELECT id FROM pick) AND j.attempts < j.max_attempts
+  SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
+      max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+  WHERE j.id IN (SELECT id FROM pick)
+    AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+    AND NOT j.cancel_requested
   RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 ), taken AS (
   SELECT room.kind, room.rate, room.period_s,
@@ -98,6 +106,19 @@ SELECT id, kind, payload, attempts, max_attempts, NULL::float8 AS wait_s FROM cl
 UNION ALL
 SELECT NULL, t.kind, NULL, NULL, NULL, (1 - t.left_) * t.period_s / t.rate
 FROM taken t WHERE t.left_ < 1
+UNION ALL
+-- A kind with no room for want of a free slot under its concurrency (or per-worker) limit
+-- while jobs of it are ready: room comes back when another worker's job of it finishes,
+-- which sends no NOTIFY. The caller looks again after %(full_poll_s)s seconds.
+SELECT NULL, room.kind, NULL, NULL, NULL, %(full_poll_s)s::float8
+FROM room
+WHERE room.n = 0 AND (room.tokens IS NULL OR room.tokens >= 1)
+  AND EXISTS (
+    SELECT 1 FROM __schema__.jobs x
+    WHERE x.kind >= room.kind AND x.kind <= room.kind
+      AND x.finished_at IS NULL AND x.locked_at IS NULL
+      AND x.run_at <= now()
+      AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts))
 
 -- name: ops_set_kind_limits
 INSERT INTO __schema__.kind_limits AS l
@@ -127,33 +148,3 @@ SELECT kind, concurrency, per_worker, rate, period_s, limited, overridden,
        override_period_s, overridden_by, overridden_at
 FROM __schema__.kind_limits
 ORDER BY kind
-
--- name: limits_fast_claim_per_kind
--- A CANDIDATE for worker_claim (not used yet; benchmarks/limits_skew.py measures it). Leaving
--- a kind out of worker_claim's list (paused today, limited now) makes its walk of jobs_claim
--- skip that kind's whole ready backlog when it sits ahead of the others: 100 000 such rows
--- took a claim of 50 from 3.6 ms to 27 ms. This version walks each listed kind on its own,
--- in claim order, and merges: with an index on (kind, priority DESC, run_at, id) WHERE
--- finished_at IS NULL AND locked_at IS NULL (which could replace jobs_claim, so `jobs` keeps
--- its number of indexes) it costs the same whatever other kinds hold. The kind is matched as
--- a one-value range so the planner keeps to that index (see limits_claim).
-UPDATE __schema__.jobs j
-SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1
-WHERE j.id = ANY(ARRAY(
-    SELECT c.id
-    FROM (SELECT unnest(%(kinds)s::text[])
-          EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
-          EXCEPT SELECT l.kind FROM __schema__.kind_limits l WHERE l.limited) AS k(kind)
-    CROSS JOIN LATERAL (
-      SELECT x.id, x.priority, x.run_at
-      FROM __schema__.jobs x
-      WHERE x.kind >= k.kind AND x.kind <= k.kind
-        AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-        AND x.attempts < x.max_attempts
-      ORDER BY x.kind, x.priority DESC, x.run_at, x.id
-      LIMIT %(limit)s
-      FOR UPDATE SKIP LOCKED) c
-    ORDER BY c.priority DESC, c.run_at, c.id
-    LIMIT %(limit)s))
-  AND j.attempts < j.max_attempts
-RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts

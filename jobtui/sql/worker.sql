@@ -12,7 +12,9 @@
 -- Batch claim of handled, unpaused kinds. The sub-select is fenced (`= ANY(ARRAY(…))` runs it
 -- once, as an InitPlan) so the planner cannot turn it into a nested loop that locks more than
 -- `limit` rows; it walks the partial index jobs_claim in (priority DESC, run_at, id) order and
--- the UPDATE then finds the rows by primary key. Paused kinds are removed from the kinds list
+-- the UPDATE then finds the rows by primary key. Paused kinds, and kinds with a limit (issue
+-- 13: claim_limited takes those; read here so an operator's new limit applies at once), are
+-- removed from the kinds list
 -- rather than filtered per row: a `kind <> ALL(…)` filter is estimated to keep almost no rows
 -- when there are few kinds, and the planner then sorts every pending row instead.
 -- The attempt limit is the effective one (the handler's `max_attempts` from `%(limits)s`, a
@@ -31,10 +33,43 @@ WHERE j.id = ANY(ARRAY(
       AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
       AND NOT x.cancel_requested
       AND x.kind = ANY(ARRAY(SELECT unnest(%(kinds)s::text[])
-                             EXCEPT SELECT p.kind FROM __schema__.paused_kinds p))
+                             EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
+                             EXCEPT SELECT l.kind FROM __schema__.kind_limits l
+                                    WHERE l.limited))
     ORDER BY x.priority DESC, x.run_at, x.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED))
+  AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+  AND NOT j.cancel_requested
+RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+
+-- name: worker_claim_per_kind
+-- worker_claim for a worker some of whose kinds have a limit (they are left out here, and
+-- claimed by claim_limited): each remaining kind is walked on its own through jobs_claim_kind
+-- (kind, priority DESC, run_at, id), up to `limit` rows each, and the walks are merged in
+-- claim order, so a large backlog of a limited kind ahead of the others costs nothing (see
+-- migration 0007). The kind is matched as a one-value range so the planner keeps to that
+-- index (see limits_claim). Everything else as in worker_claim.
+UPDATE __schema__.jobs j
+SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
+    max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+WHERE j.id = ANY(ARRAY(
+    SELECT c.id
+    FROM (SELECT unnest(%(kinds)s::text[])
+          EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
+          EXCEPT SELECT l.kind FROM __schema__.kind_limits l WHERE l.limited) AS k(kind)
+    CROSS JOIN LATERAL (
+      SELECT x.id, x.priority, x.run_at
+      FROM __schema__.jobs x
+      WHERE x.kind >= k.kind AND x.kind <= k.kind
+        AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
+        AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+        AND NOT x.cancel_requested
+      ORDER BY x.kind, x.priority DESC, x.run_at, x.id
+      LIMIT %(limit)s
+      FOR UPDATE SKIP LOCKED) c
+    ORDER BY c.priority DESC, c.run_at, c.id
+    LIMIT %(limit)s))
   AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
@@ -158,18 +193,27 @@ SELECT id, 'cancelled' FROM cancelled
 -- worker uses for its per-minute statistics.
 INSERT INTO __schema__.workers AS w
   (id, host, pid, kinds, concurrency, running, heartbeat_interval_s, heartbeat_timeout_s,
-   abandoned, outcome_errors, last_outcome_error)
+   abandoned, outcome_errors, last_outcome_error, wakeup_mode, wakeup_note, listen_connected,
+   last_wakeup_at, poll_interval_s)
 VALUES (%(worker)s, %(host)s, %(pid)s, %(kinds)s::text[], %(concurrency)s, %(running)s,
         %(heartbeat_interval)s, %(heartbeat_timeout)s, %(abandoned)s, %(outcome_errors)s,
-        %(last_outcome_error)s)
+        %(last_outcome_error)s, %(wakeup_mode)s, %(wakeup_note)s, %(listen_connected)s,
+        %(last_wakeup_at)s, %(poll_interval_s)s)
 ON CONFLICT (id) DO UPDATE
 SET heartbeat_at = now(), running = EXCLUDED.running, kinds = EXCLUDED.kinds,
     concurrency = EXCLUDED.concurrency,
     heartbeat_interval_s = EXCLUDED.heartbeat_interval_s,
     heartbeat_timeout_s = EXCLUDED.heartbeat_timeout_s,
     abandoned = EXCLUDED.abandoned, outcome_errors = EXCLUDED.outcome_errors,
-    last_outcome_error = EXCLUDED.last_outcome_error
+    last_outcome_error = EXCLUDED.last_outcome_error,
+    wakeup_mode = EXCLUDED.wakeup_mode, wakeup_note = EXCLUDED.wakeup_note,
+    listen_connected = EXCLUDED.listen_connected, last_wakeup_at = EXCLUDED.last_wakeup_at,
+    poll_interval_s = EXCLUDED.poll_interval_s
 RETURNING extract(epoch FROM now())::float8 AS server_epoch
+
+-- name: worker_probe_notify
+-- The listener's self-NOTIFY probe (jobtui/worker/listener.py), sent on another connection.
+SELECT pg_notify(%(channel)s, %(payload)s)
 
 -- name: worker_unregister
 DELETE FROM __schema__.workers WHERE id = %(worker)s
@@ -243,25 +287,35 @@ UNION ALL
 SELECT fate, id, kind FROM ended
 
 -- name: worker_bury_exhausted
--- Unlocked, unfinished rows of kinds this worker handles that have no attempt left by the
--- effective limit (`%(limits)s`, as in the claim; e.g. left so by an article-style consumer):
--- moved to dead_letters, reason `exhausted`, with that limit recorded. Rows whose id is
--- already in dead_letters are left where they are (see worker_rescue).
+-- Unlocked, unfinished rows with no attempt left, of ANY kind (issue 15: a consumer written
+-- from the article gives up by leaving the row so, and such rows can never run): moved to
+-- dead_letters. Rows of kinds this worker handles are judged by the effective limit
+-- (`%(limits)s`, as in the claim) and keep reason `exhausted`; rows of other kinds (nothing
+-- jobtui runs) get reason `exhausted by another consumer`. One statement, rows taken with
+-- SKIP LOCKED and moved by jobtui_move_to_dead, so workers sweeping at once never move a row
+-- twice. Rows whose id is already in dead_letters are left where they are (see worker_rescue).
 WITH pick AS MATERIALIZED (
-  SELECT x.id, coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts) AS lim
+  SELECT x.id, x.kind = ANY(%(kinds)s::text[]) AS ours,
+         coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts) AS lim
   FROM __schema__.jobs x
   WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND NOT x.cancel_requested
     AND x.attempts >= coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
-    AND x.kind = ANY(%(kinds)s::text[])
     AND NOT EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = x.id)
   ORDER BY x.id
   LIMIT 1000
   FOR UPDATE SKIP LOCKED
+), mine AS (
+  SELECT moved_id, moved_kind FROM __schema__.jobtui_move_to_dead(
+    ARRAY(SELECT id FROM pick WHERE ours),
+    (SELECT jsonb_object_agg(id::text, jsonb_build_object('max_attempts', lim)) FROM pick),
+    'exhausted')
+), others AS (
+  SELECT moved_id, moved_kind FROM __schema__.jobtui_move_to_dead(
+    ARRAY(SELECT id FROM pick WHERE NOT ours), '{}'::jsonb, 'exhausted by another consumer')
 )
-SELECT moved_id, moved_kind FROM __schema__.jobtui_move_to_dead(
-  ARRAY(SELECT id FROM pick),
-  (SELECT jsonb_object_agg(id::text, jsonb_build_object('max_attempts', lim)) FROM pick),
-  'exhausted')
+SELECT moved_id, moved_kind FROM mine
+UNION ALL
+SELECT moved_id, moved_kind FROM others
 
 -- name: worker_finish_cancelled
 -- Unlocked rows with a cancel request (left so by an older worker, which released or retried

@@ -94,6 +94,8 @@ def describe_filter(flt: Any) -> str:
             parts.append("state " + ",".join(flt.states))
         if flt.kind:
             parts.append("kind " + flt.kind)
+        if flt.unique_key:
+            parts.append(f"key {flt.unique_key!r}")
         if flt.text:
             parts.append(f"text {flt.text!r}")
         return ", ".join(parts) or "no filter"
@@ -101,6 +103,8 @@ def describe_filter(flt: Any) -> str:
         parts = []
         if flt.kind:
             parts.append("kind " + flt.kind)
+        if flt.unique_key:
+            parts.append(f"key {flt.unique_key!r}")
         if flt.signature:
             parts.append(f"signature {flt.signature!r}")
         if flt.error:

@@ -1,7 +1,7 @@
-"""The operations console: four tabs over one database connection, refreshed without stacking.
+"""The operations console: five tabs over one database connection, refreshed without stacking.
 
 BINDINGS (app-wide):
-    1 2 3 4     Overview, Jobs, Dead letters, Workers
+    1 2 3 4 5   Overview, Jobs, Dead letters, Workers, Schedules
     p           pause / resume live refresh
     + / -       refresh faster / slower
     ?           help (every binding, with the keys in effect)
@@ -20,26 +20,25 @@ from __future__ import annotations
 
 import contextlib
 import time
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, ClassVar
 
-import psycopg
 from psycopg import errors as pgerrors
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane
 
 from jobtui import browse, ops
 from jobtui.config import format_duration
 from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
-from jobtui.models import JobFilter
+from jobtui.models import JobFilter, ReplicaInfo
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.host import (
@@ -47,8 +46,10 @@ from jobtui.tui.host import (
     ExportAsked,
     Host,
     KindChosen,
+    LimitsAsked,
     PaletteEntry,
     PauseAsked,
+    ScheduleAsked,
     WriteAsked,
 )
 from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
@@ -56,16 +57,25 @@ from jobtui.tui.panes.dead import DeadPane
 from jobtui.tui.panes.jobs import JobsPane
 from jobtui.tui.panes.overview import OverviewPane
 from jobtui.tui.panes.pane import Pane
+from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
-from jobtui.tui.texts import same
+from jobtui.tui.server import replica_info
+from jobtui.tui.widgets.banners import DEFAULT_DANGER_PATTERN, Banners, env_is_dangerous, lag_text
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
 from jobtui.tui.write_controller import WriteController
 
-TABS = ("overview", "jobs", "dead", "workers")
+TABS = ("overview", "jobs", "dead", "workers", "schedules")
+TAB_TITLES = {
+    "overview": "Overview",
+    "jobs": "Jobs",
+    "dead": "Dead letters",
+    "workers": "Workers",
+    "schedules": "Schedules",
+}
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
 
@@ -83,14 +93,25 @@ class JobtuiApp(App[int]):
         Binding("2", "tab('jobs')", "Jobs", show=False, id="tab.jobs"),
         Binding("3", "tab('dead')", "Dead", show=False, id="tab.dead"),
         Binding("4", "tab('workers')", "Workers", show=False, id="tab.workers"),
+        Binding("5", "tab('schedules')", "Schedules", show=False, id="tab.schedules"),
         Binding("p", "toggle_refresh", "Pause", id="refresh.pause"),
         Binding("plus,equals_sign", "refresh_step(-1)", "Faster", show=False, id="refresh.faster"),
         Binding("minus", "refresh_step(1)", "Slower", show=False, id="refresh.slower"),
         Binding("escape", "go_back", "Back", show=False, id="back"),
     ]
 
-    def __init__(self, dsn: str, schema: str, *, config: ConsoleConfig) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        config: ConsoleConfig,
+        env: str | None = None,
+        env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+    ) -> None:
         super().__init__()
+        self.env = env.strip() if env and env.strip() else None
+        self.env_danger = self.env is not None and env_is_dangerous(self.env, env_danger_pattern)
         self.dsn = dsn
         self.schema = schema
         self.config = config
@@ -98,7 +119,8 @@ class JobtuiApp(App[int]):
         self.actor = ops.Actor.current()
         self.refresh_s = config.refresh_s
         self.refresh_paused = False
-        self.auto_read_only = False
+        self.read_only_why: str | None = None  # why the server refuses writes, when it does
+        self.replica: ReplicaInfo | None = None  # set on every poll while on a hot standby
         self.updated_at: float | None = None
         self.last_poll_ms: float | None = None
         self.polls = 0
@@ -113,9 +135,10 @@ class JobtuiApp(App[int]):
     # --- layout --------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield Static(id="banner")
-        yield Static(id="paused-banner")
+        # The status line and every banner stack in one block: none can hide another.
+        with Vertical(id="top"):
+            yield StatusBar(id="status")
+            yield Banners(id="banners")
         with TabbedContent(id="tabs", initial="overview"):
             with TabPane("1 Overview", id="overview"):
                 yield OverviewPane(id="overview-pane")
@@ -125,13 +148,14 @@ class JobtuiApp(App[int]):
                 yield DeadPane(id="dead-pane")
             with TabPane("4 Workers", id="workers"):
                 yield WorkersPane(id="workers-pane")
+            with TabPane("5 Schedules", id="schedules"):
+                yield SchedulesPane(id="schedules-pane")
         yield ConsoleFooter()
 
     def on_mount(self) -> None:
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
-        self.query_one("#banner").display = False
-        self.query_one("#paused-banner").display = False
+        self.query_one(Banners).show_env(self.env, self.env_danger)
         self.set_interval(1.0, self._render_status)
         self._render_status()
         self.active_pane.focus_main()
@@ -142,7 +166,7 @@ class JobtuiApp(App[int]):
 
     @property
     def read_only(self) -> bool:
-        return self.config.read_only or self.auto_read_only
+        return self.config.read_only or self.read_only_why is not None
 
     @property
     def active_tab(self) -> str:
@@ -153,15 +177,8 @@ class JobtuiApp(App[int]):
         return self.query_one(f"#{self.active_tab}-pane", Pane)
 
     def _db_label(self) -> str:
-        try:
-            info = psycopg.conninfo.conninfo_to_dict(self.dsn)
-        except psycopg.Error:
-            return "?"
-        db = str(info.get("dbname") or info.get("user") or "postgres")
-        host = str(info.get("host") or "local")
-        if host.startswith("/"):
-            host = "socket"
-        return f"{db}@{host}"
+        """The live connection's user@host:port/database; never guessed from the DSN."""
+        return self.link.target or "not connected yet"
 
     def _render_status(self) -> None:
         if not self.is_running or not self.screen_stack:
@@ -193,31 +210,16 @@ class JobtuiApp(App[int]):
         tail: list[Any] = []
         if self.db_error is not None:
             tail += ["  │ ", ("DB DOWN", "bold reverse")]
+        if self.replica is not None:
+            tail += ["  │ ", (f"REPLICA {lag_text(self.replica)}", "bold reverse")]
         if self.read_only:
             tail += ["  │ ", ("READ-ONLY", "bold reverse")]
         status.show(Text.assemble(*head), Text.assemble(*age), Text.assemble(*tail))
-        self._render_banner()
-
-    def _render_banner(self) -> None:
-        banner = self.query_one("#banner", Static)
-        if self.db_error is None:
-            banner.display = False
-            return
-        retry = self.link.retry_in()
-        since = (
-            "data shown is from "
-            + datetime.fromtimestamp(self.updated_at, UTC).strftime("%H:%M:%S UTC")
-            if self.updated_at is not None
-            else "no data yet"
-        )
-        text = Text.assemble(
-            ("⚠ DATABASE UNREACHABLE ", "bold"),
-            inert(self.db_error),
-            f" — retrying in {retry:.0f}s; {since}",
-        )
-        if not same(banner.content, text):
-            banner.update(text)
-        banner.display = True
+        banners = self.query_one(Banners)
+        data_age = None if self.updated_at is None else time.time() - self.updated_at
+        banners.show_down(self.db_error, self.link.retry_in(), data_age)
+        why = self.read_only_why or ("--read-only or config" if self.config.read_only else None)
+        banners.show_mode(self.replica, why)
 
     # --- refresh loop --------------------------------------------------------------------
 
@@ -259,7 +261,7 @@ class JobtuiApp(App[int]):
         data: Any = None
         failure: BaseException | None = None
         try:
-            await self._check_privileges()
+            await self._check_server()
             data = await pane.load(self.link)
         except Exception as exc:  # noqa: BLE001 - any failure is one notice; the poll goes on
             failure = exc
@@ -292,20 +294,23 @@ class JobtuiApp(App[int]):
         else:
             self._schedule(self.refresh_s)
 
-    async def _check_privileges(self) -> None:
-        """After each (re)connect, ask the database whether this role may write."""
-        if self.link.connects == self._checked_connects and self.link.conn is not None:
-            return
-        writable = await self.link.run(browse.can_write)
-        self._checked_connects = self.link.connects
-        if not writable and not self.auto_read_only:
-            self._go_read_only("the database role cannot write")
-        elif writable and self.auto_read_only:
-            self.auto_read_only = False
-            self.refresh_bindings()
+    async def _check_server(self) -> None:
+        """After each (re)connect, ask why writes would fail; on a standby, the lag every poll."""
+        if self.link.connects != self._checked_connects or self.link.conn is None:
+            why = await self.link.run(browse.read_only_reason)
+            self._checked_connects = self.link.connects
+            if why is not None and why != self.read_only_why:
+                self._go_read_only(why)
+            elif why is None and self.read_only_why is not None:
+                self.read_only_why = None
+                self.refresh_bindings()
+        if self.read_only_why == browse.READ_ONLY_REPLICA:
+            self.replica = await self.link.run(replica_info)
+        else:
+            self.replica = None
 
     def _go_read_only(self, why: str) -> None:
-        self.auto_read_only = True
+        self.read_only_why = why
         self.refresh_bindings()
         self._render_status()
         if not self.config.read_only:
@@ -344,9 +349,7 @@ class JobtuiApp(App[int]):
 
     def action_toggle_refresh(self) -> None:
         self.refresh_paused = not self.refresh_paused
-        banner = self.query_one("#paused-banner", Static)
-        banner.update(Text("⏸ LIVE REFRESH PAUSED — press p to resume", style="bold"))
-        banner.display = self.refresh_paused
+        self.query_one(Banners).show_paused(self.refresh_paused)
         if not self.refresh_paused:
             self.refresh_now()
         elif self._timer is not None:
@@ -410,6 +413,7 @@ class JobtuiApp(App[int]):
             ("Jobs", rows(JobsPane.BINDINGS)),
             ("Dead letters", rows(DeadPane.BINDINGS)),
             ("Workers", rows(WorkersPane.BINDINGS)),
+            ("Schedules", rows(SchedulesPane.BINDINGS)),
             ("Detail", rows(DetailScreen.BINDINGS)),
             ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
         ]
@@ -434,6 +438,12 @@ class JobtuiApp(App[int]):
 
     def on_export_asked(self, message: ExportAsked) -> None:
         self.writes.export(message.ids, message.flt, message.group)
+
+    def on_schedule_asked(self, message: ScheduleAsked) -> None:
+        self.writes.schedule(message.name, message.action)
+
+    def on_limits_asked(self, message: LimitsAsked) -> None:
+        self.writes.kind_limits(message.kind)
 
     # --- what the write controller reports: the one place its outcomes are handled --------
 
@@ -467,7 +477,7 @@ class JobtuiApp(App[int]):
             if name != self.active_tab:
                 out.append(
                     (
-                        f"Go to {name.title() if name != 'dead' else 'Dead letters'}",
+                        f"Go to {TAB_TITLES[name]}",
                         "switch tab",
                         partial(self.action_tab, name),
                     )
@@ -485,8 +495,19 @@ def _offers_host(app: JobtuiApp) -> Host:
     return app
 
 
-def run_console(dsn: str, schema: str, *, config: ConsoleConfig) -> int:
-    """Run the console until the operator quits; returns the process exit code."""
-    app = JobtuiApp(dsn, schema, config=config)
+def run_console(
+    dsn: str,
+    schema: str,
+    *,
+    config: ConsoleConfig,
+    env: str | None = None,
+    env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+) -> int:
+    """Run the console until the operator quits; returns the process exit code.
+
+    `env` names the environment in a banner, red when it matches `env_danger_pattern`
+    (comma-separated globs, any case).
+    """
+    app = JobtuiApp(dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern)
     app.run()
     return app.return_code or 0

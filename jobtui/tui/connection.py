@@ -32,6 +32,16 @@ class LinkDown(Exception):
         self.message = message
 
 
+def live_target(conn: psycopg.AsyncConnection) -> str:
+    """`user@host:port/database` as the server connection reports it (`conn.info`), not as a
+    DSN string says: libpq's environment, service files and defaults are all resolved there."""
+    info = conn.info
+    host = info.host or "local"
+    if host.startswith("/"):
+        host = "local"  # a Unix socket directory: the server on this machine
+    return f"{info.user}@{host}:{info.port}/{info.dbname}"
+
+
 class Link:
     """Owns the console's autocommit AsyncConnection and its reconnect schedule."""
 
@@ -43,6 +53,7 @@ class Link:
         self.last_error: str | None = None
         self.next_attempt_at = 0.0
         self.connects = 0
+        self.target: str | None = None  # user@host:port/database of the last live connection
         self._lock = asyncio.Lock()
 
     @property
@@ -64,6 +75,7 @@ class Link:
             self._failed(exc)
             raise LinkDown(self.last_error or "database unreachable") from None
         self.connects += 1
+        self.target = live_target(self.conn)
         return self.conn
 
     def _failed(self, exc: BaseException) -> None:

@@ -1,7 +1,7 @@
 """The filter language of the `/` prompt: `state:ready,running kind:email some text`.
 
-Jobs:          state:<s[,s]>  kind:<kind>  free text (an id, payload text or error text)
-Dead letters:  kind:<kind>  error:<text>  sig:<signature>  free text (an id or payload text)
+Jobs:          state:<s[,s]>  kind:<kind>  key:<unique key>  free text (an id, payload or error)
+Dead letters:  kind:<kind>  key:<unique key>  error:<text>  sig:<signature>  free text
 Values with spaces can be quoted: `error:"connection refused"`.
 """
 
@@ -38,19 +38,22 @@ def _split(tokens: list[str], allowed: tuple[str, ...]) -> tuple[dict[str, str],
 
 
 def parse_job_filter(text: str) -> JobFilter:
-    fields, free = _split(_tokens(text), ("state", "states", "is", "kind"))
+    fields, free = _split(_tokens(text), ("state", "states", "is", "kind", "key"))
     raw_states = fields.get("state") or fields.get("states") or fields.get("is") or ""
     states = tuple(s.strip().lower() for s in raw_states.split(",") if s.strip())
     unknown = [s for s in states if s not in JOB_STATES]
     if unknown:
         raise FilterError(f"unknown state {unknown[0]!r}: use one of {', '.join(JOB_STATES)}")
-    return JobFilter(states=states, kind=fields.get("kind"), text=free)
+    return JobFilter(
+        states=states, kind=fields.get("kind"), text=free, unique_key=fields.get("key")
+    )
 
 
 def parse_dead_filter(text: str) -> DeadFilter:
-    fields, free = _split(_tokens(text), ("kind", "error", "sig", "signature"))
+    fields, free = _split(_tokens(text), ("kind", "key", "error", "sig", "signature"))
     return DeadFilter(
         kind=fields.get("kind"),
+        unique_key=fields.get("key"),
         error=fields.get("error"),
         signature=fields.get("sig") or fields.get("signature"),
         text=free,
@@ -67,6 +70,8 @@ def format_job_filter(flt: JobFilter) -> str:
         parts.append("state:" + ",".join(flt.states))
     if flt.kind:
         parts.append("kind:" + _quote(flt.kind))
+    if flt.unique_key:
+        parts.append("key:" + _quote(flt.unique_key))
     if flt.text:
         parts.append(flt.text)
     return " ".join(parts)
@@ -76,6 +81,8 @@ def format_dead_filter(flt: DeadFilter) -> str:
     parts = []
     if flt.kind:
         parts.append("kind:" + _quote(flt.kind))
+    if flt.unique_key:
+        parts.append("key:" + _quote(flt.unique_key))
     if flt.signature:
         parts.append("sig:" + _quote(flt.signature))
     if flt.error:

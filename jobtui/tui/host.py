@@ -97,3 +97,20 @@ class KindChosen(Message):
     def __init__(self, kind: str) -> None:
         super().__init__()
         self.kind = kind
+
+
+class ScheduleAsked(Message):
+    """Pause, resume or run now (`action`: "pause", "resume", "run_now") the schedule `name`."""
+
+    def __init__(self, name: str, action: str) -> None:
+        super().__init__()
+        self.name = name
+        self.action = action
+
+
+class LimitsAsked(Message):
+    """Open the dialog that sets or clears the concurrency and rate limits of `kind`."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind

@@ -26,6 +26,7 @@ HELP_TEXT = {
     "tab.jobs": "Jobs tab",
     "tab.dead": "Dead letters tab",
     "tab.workers": "Workers tab",
+    "tab.schedules": "Schedules tab",
     "refresh.pause": "pause / resume live refresh",
     "refresh.faster": "refresh more often",
     "refresh.slower": "refresh less often",
@@ -36,6 +37,9 @@ HELP_TEXT = {
     "last": "last row (loads more pages)",
     "mark": "mark / unmark the row, then move down",
     "pause_kind": "pause / resume the kind under the cursor",
+    "kind_limits": "set / clear the kind's concurrency and rate limits (asks)",
+    "schedule.pause": "pause / resume the schedule under the cursor (asks)",
+    "schedule.run_now": "run the schedule now: enqueue one job (asks)",
     "filter": "filter (see below)",
     "cancel": "cancel marked jobs or the one under the cursor (asks)",
     "run_now": "run now: make scheduled / retrying jobs due",
@@ -53,10 +57,13 @@ HELP_TEXT = {
 }
 
 HELP_NOTES = [
-    "Filters (/): jobs — state:ready,running kind:NAME and free text (an id, payload or error "
-    "text); dead letters — kind:NAME error:TEXT sig:SIGNATURE and free text.",
+    "Filters (/): jobs — state:ready,running kind:NAME key:UNIQUE-KEY and free text (an id, "
+    "payload or error text); dead letters — kind:NAME error:TEXT sig:SIGNATURE and free text.",
     "Bulk and destructive actions ask first, name the exact count, and let you choose between "
     "exactly the selected rows and every row matching now.",
+    "Throughput (done/m), failure rates and p50/p95 count jobs finished by jobtui's own "
+    "workers only; rows another consumer finishes are not in them.",
+    "Ages are measured against the database server's clock, not this machine's.",
     "Keys can be remapped by binding id in ~/.config/jobtui/config.toml ($JOBTUI_CONFIG), "
     'table [keys], e.g.  requeue = "r,R".',
 ]

@@ -22,8 +22,17 @@ class CellStyles:
     muted: str
 
 
+# Under NO_COLOR the theme's colours become greys that can be hard to read on the background:
+# what needs attention is reverse video or bold instead.
+NO_COLOR_STYLES = CellStyles(
+    error="bold reverse", danger="", warning="bold", success="", accent="", muted="dim"
+)
+
+
 def cell_styles(app: App[object]) -> CellStyles:
     """Styles from the theme now in use (fall back to plain names if a variable is absent)."""
+    if app.no_color:
+        return NO_COLOR_STYLES
     variables = app.get_css_variables()
 
     def pick(name: str, fallback: str) -> str:

@@ -20,13 +20,29 @@ from textual.app import App
 from textual.message import Message
 from textual.notifications import SeverityLevel
 
-from jobtui import browse, export, ops
+from jobtui import browse, export, limits, ops
 from jobtui.inert import clean, inert
 from jobtui.models import DeadFilter
 from jobtui.tui.actions import DELETE, ActionSpec, describe_filter
 from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.host import WriteAsked
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
+from jobtui.tui.screens.limits import LimitsScreen
+
+# action: (verb, ops function, what the operator should know before confirming)
+SCHEDULE_ACTIONS: dict[str, tuple[str, Callable[..., Awaitable[int]], str]] = {
+    "pause": ("Pause", ops.pause_schedule, "no ticks are enqueued until it is resumed"),
+    "resume": (
+        "Resume",
+        ops.resume_schedule,
+        "ticks from now on are enqueued; ticks that fell while paused are not run",
+    ),
+    "run_now": (
+        "Run now",
+        ops.run_schedule_now,
+        "enqueues one job of the schedule at once; its own ticks are unaffected",
+    ),
+}
 
 FAILURES = (LinkDown, psycopg.Error, ValueError, OSError)
 
@@ -84,6 +100,12 @@ class WriteController:
 
     def export(self, ids: list[int], flt: DeadFilter, group: str | None = None) -> None:
         self._start(self._export(ids, flt, group))
+
+    def schedule(self, name: str, action: str) -> None:
+        self._start(self._schedule(name, action))
+
+    def kind_limits(self, kind: str) -> None:
+        self._start(self._kind_limits(kind))
 
     # --- the flows -----------------------------------------------------------------------
 
@@ -160,6 +182,63 @@ class WriteController:
         verb = "Resumed" if paused else "Paused"
         note = "" if changed else " (no change: it already was)"
         self._report(f"{verb} kind {clean(kind)}{note}.", refresh=True)
+
+    async def _confirmed(self, title: str, body: Text, label: str) -> bool:
+        choice = await self.app.push_screen_wait(ConfirmScreen(title, body, [Choice("yes", label)]))
+        return choice == "yes"
+
+    async def _schedule(self, name: str, action: str) -> None:
+        verb, fn, note = SCHEDULE_ACTIONS[action]
+        if self._refused(f"{verb.lower()} a schedule"):
+            return
+        body = Text.assemble(
+            (f"{verb} schedule ", "bold"), inert(name, style="bold"), "\n", (note, "dim")
+        )
+        if not await self._confirmed(f"{verb} schedule?", body, f"{verb} {clean(name)}"):
+            return
+        result = await self.link.run(fn, name, actor=self.actor)
+        if action == "run_now":
+            text = f"Schedule {clean(name)}: enqueued job #{result}."
+        else:
+            done = "Paused" if action == "pause" else "Resumed"
+            note = "" if result else " (no change: it already was)"
+            text = f"{done} schedule {clean(name)}{note}."
+        self._report(text, refresh=True)
+
+    async def _kind_limits(self, kind: str) -> None:
+        if self._refused("setting limits"):
+            return
+        rows = await self.link.run(limits.list_kind_limits)
+        current = next((r for r in rows if r.kind == kind), None)
+        request = await self.app.push_screen_wait(LimitsScreen(kind, current))
+        if request is None:
+            return
+        body = Text.assemble(
+            ("Kind ", "bold"),
+            inert(kind, style="bold"),
+            ": ",
+            request.describe(),
+            ("\napplies from the next claim, across all workers; audited", "dim"),
+        )
+        if not await self._confirmed("Change limits?", body, "Apply"):
+            return
+        if request.clear:
+            n = await self.link.run(ops.clear_kind_limits, kind, actor=self.actor)
+            text = f"Kind {clean(kind)}: " + (
+                "override cleared; declared limits apply." if n else "no override to clear."
+            )
+        else:
+            await self.link.run(
+                ops.set_kind_limits,
+                kind,
+                concurrency=request.concurrency,
+                per_worker=request.per_worker,
+                rate=request.rate,
+                rate_period_s=request.period_s,
+                actor=self.actor,
+            )
+            text = f"Kind {clean(kind)}: {request.describe()}."
+        self._report(text, refresh=True)
 
     async def _export(self, ids: list[int], flt: DeadFilter, group: str | None) -> None:
         matching = await self.link.run(browse.count_dead, flt)

@@ -10,6 +10,16 @@ by finishing jobs, with a polling fallback. A second claim, on a second connecti
 while one is in flight once half the slots are free, so long jobs finishing one by one do not
 leave slots empty for a whole round trip. A claim that failed may have committed with its
 reply lost: rows this worker holds without knowing are released before it claims again.
+
+Kinds with a limit (issue 13, jobtui.limits) are claimed apart: the fast claim leaves them
+out (in its SQL, so a new limit applies at once; while this worker handles a limited kind it
+walks each other kind on its own, worker_claim_per_kind, so a limited kind's backlog ahead of
+them costs nothing), and a claim first calls claim_limited for
+the limited kinds this worker handles when they are due: at once after a NOTIFY, a limits
+change or one of its own limited jobs finishing; after the rate's wait when a kind ran out of
+tokens; after FULL_POLL_S when a kind sits at its concurrency limit with jobs waiting (another
+worker's completion sends no NOTIFY). Which kinds are limited is read again every
+LIMITS_REFRESH_S and on a 'limits' NOTIFY. With no limited kind, claims are what they were.
 """
 
 from __future__ import annotations
@@ -37,6 +47,9 @@ log = logging.getLogger("jobtui.worker")
 # when statistics say nothing is due (e.g. a large batch scheduled for one moment has just come
 # due): the housekeeper then refreshes the statistics rather than wait for autovacuum.
 SLOW_CLAIM_S = 0.05
+LIMITS_REFRESH_S = 5.0
+CONTESTED_RETRY_S = 0.01  # a limited kind another worker was claiming at that moment
+NEVER = float("inf")
 
 
 class Dispatcher:
@@ -82,6 +95,14 @@ class Dispatcher:
         self._more_seq = 0
         self._check_orphans = False  # a claim failed: it may have committed with its reply lost
         self._resume_at = 0.0  # no claim before this (back-off after a failure)
+        # How long to wait for a wake-up before claiming anyway: shorter while LISTEN is
+        # known not to work (the listener's Wakeups sets it).
+        self.poll_interval = settings.poll_interval
+        self.limited: set[str] = set()  # kinds of ours with a limit, as last read
+        self._limited_due = 0.0  # claim limited kinds from this monotonic time on
+        self._limits_read_at = -NEVER  # when `limited` was read
+        self._limited_freed = False  # a limited job ended; its outcome not yet written
+        flusher.on_written = self._outcomes_written
 
     # ---------------------------------------------------------------- control
 
@@ -89,6 +110,29 @@ class Dispatcher:
         """There may be work (a NOTIFY, a rescue, a slot freed): claim when a slot is free."""
         self._pokes += 1
         self._more = True
+        self._limited_due = 0.0
+        self._wake.set()
+
+    def limits_changed(self) -> None:
+        """An operator changed a limit: read which kinds are limited at the next claim."""
+        self._limits_read_at = -NEVER
+        self.poke()
+
+    def _outcomes_written(self) -> None:
+        """The flusher wrote outcomes: a limited kind's slot freed by this worker is free in
+        the database now, so claim it at once."""
+        if self._limited_freed:
+            self._limited_freed = False
+            self._limited_due = 0.0
+            self._wake.set()
+
+    def _limited_wanted(self, now: float) -> bool:
+        return now - self._limits_read_at >= LIMITS_REFRESH_S or (
+            bool(self.limited) and now >= self._limited_due
+        )
+
+    def set_poll_interval(self, seconds: float) -> None:
+        self.poll_interval = seconds
         self._wake.set()
 
     def stop(self) -> None:
@@ -117,20 +161,24 @@ class Dispatcher:
         idle = list(self.links)
         try:
             while not self.stopping.is_set():
-                wait = self.settings.poll_interval
+                wait = self.poll_interval
                 if self._check_orphans or time.monotonic() < self._resume_at:
                     wait = self._resume_at - time.monotonic()
                     if wait <= 0:
                         if self._claims:  # each one wakes us when it ends
-                            wait = self.settings.poll_interval
+                            wait = self.poll_interval
                         else:
                             await self._release_orphans_after_failure(idle[0])
                             continue
                 else:
                     free = self.free_slots()
-                    if free > 0 and self._more and idle and (not self._claims or free >= target):
+                    now = time.monotonic()
+                    wanted = self._more or self._limited_wanted(now)
+                    if free > 0 and wanted and idle and (not self._claims or free >= target):
                         self._launch(idle, min(free, limit))
                         continue
+                    if free > 0 and self.limited and not self._claims:
+                        wait = min(wait, self._limited_due - now)
                 self._wake.clear()
                 try:
                     async with asyncio.timeout(max(wait, 0.001)):
@@ -153,11 +201,19 @@ class Dispatcher:
 
     async def _claim(self, link: Link, n: int, seq: int, idle: list[Link]) -> None:
         pokes = self._pokes
+        fast_n = 0
         try:
             t0 = time.monotonic()
-            rows = await self.db.claim(link, self.kinds, n)
-            if len(rows) == n and time.monotonic() - t0 > SLOW_CLAIM_S:
-                self.on_slow_claim()
+            rows = await self._claim_limited(link, n, t0) if self._limited_wanted(t0) else []
+            fast_n = n - len(rows)
+            if fast_n > 0 and len(self.limited) < len(self.kinds):
+                t1 = time.monotonic()
+                fast = await self.db.claim(link, self.kinds, fast_n, per_kind=bool(self.limited))
+                if len(fast) == fast_n and time.monotonic() - t1 > SLOW_CLAIM_S:
+                    self.on_slow_claim()
+                rows += fast
+            else:
+                fast_n = 0  # no fast claim: it would find nothing, or there was no room
         except Exception as exc:
             if isinstance(exc, psycopg.Error):
                 delay = link.failed(exc)
@@ -175,10 +231,33 @@ class Dispatcher:
         # it, not missed); a NOTIFY during the claim may be for a job its snapshot missed.
         if seq >= self._more_seq:
             self._more_seq = seq
-            self._more = len(rows) == n or self._pokes != pokes
+            fast_full = fast_n > 0 and len(rows) == n
+            self._more = fast_full or self._pokes != pokes
         if rows:
             self._start(rows)
             self.on_claimed(t0)
+
+    async def _claim_limited(self, link: Link, n: int, now: float) -> list[tuple[Any, ...]]:
+        """Claim from the limited kinds (reading which they are when due); set when to next."""
+        if now - self._limits_read_at >= LIMITS_REFRESH_S:
+            self.limited = await self.db.limited_kinds(link) & set(self.kinds)
+            self._limits_read_at = now
+            self._limited_due = 0.0
+        if not self.limited or now < self._limited_due:
+            return []
+        rows, said = await self.db.claim_limited(link, sorted(self.limited), n)
+        after = time.monotonic()
+        if said.skipped:
+            if set(said.skipped) - set(await self.db.limited_kinds(link)):
+                self._limits_read_at = -NEVER  # a limit was lifted: read them again
+            self._limited_due = after + CONTESTED_RETRY_S
+        elif said.wait_s:
+            self._limited_due = after + min(said.wait_s.values())
+        elif len(rows) == n:
+            self._limited_due = 0.0  # no slot left to fill: there may be more
+        else:
+            self._limited_due = NEVER  # nothing ready: a NOTIFY or a completion wakes
+        return rows
 
     async def _release_orphans_after_failure(self, link: Link) -> None:
         try:
@@ -253,6 +332,8 @@ class Dispatcher:
                 stats.dead(kind)
                 self.counts["dead"] += 1
         self.flusher.wake()
+        if kind in self.limited:
+            self._limited_freed = True  # its slot is free once the flusher has written it
         if not self.running:
             self.idle.set()
         if self._more or self.threads.abandoned:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -60,6 +61,7 @@ class Flusher:
         # no sooner than `_held_back_at`, so the rest never waits for them.
         self._held_back: list[tuple[str, Any]] = []
         self._held_back_at = 0.0
+        self.on_written: Callable[[], None] = lambda: None  # after each write of outcomes
 
     def wake(self) -> None:
         self._wake.set()
@@ -139,6 +141,7 @@ class Flusher:
                 self._written(group, items, rows)
         finally:
             self._in_flight = []
+        self.on_written()
 
     def _hold_back(self, group: str, item: tuple[Any, ...], exc: BaseException) -> None:
         self._held_back.append((group, item))

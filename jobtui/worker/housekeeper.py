@@ -6,10 +6,11 @@ has its own connection whose every statement runs under `lock_timeout` and `stat
 ANALYZE behind a VACUUM or CREATE INDEX CONCURRENTLY, say) is cancelled by PostgreSQL, skipped,
 logged, and tried again on its next turn. The heartbeat lives elsewhere (liveness.py).
 
-Every heartbeat interval: rescue jobs of lost workers (judged by their owners' own timeouts)
+Every second, when the app declares schedules: enqueue their due ticks (by the database's
+clock). Every heartbeat interval: rescue jobs of lost workers (judged by their owners' own timeouts)
 and write the minute's queue sample; when a claim was slow: ANALYZE jobs (at most once a
 minute); every prune interval: bury exhausted rows, end unlocked rows whose cancel was
-requested, forget long-dead worker rows, prune finished jobs.
+requested, forget long-dead worker rows, prune finished jobs and old tick records.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 
 from jobtui.db import describe_error
+from jobtui.schedules import enqueue_due_ticks, prune_ticks
 from jobtui.worker.dispatcher import Dispatcher
 from jobtui.worker.link import Link
 from jobtui.worker.outcomes import short_ids
@@ -34,6 +37,11 @@ from jobtui.worker.stats import StatsBuffer
 log = logging.getLogger("jobtui.worker")
 
 ANALYZE_AT_MOST_EVERY_S = 60.0
+TICKS_EVERY_S = 1.0
+# Tick records are kept this long (checked_until already stops old ticks coming back; the
+# records let a person see what was enqueued).
+TICK_RETENTION = timedelta(days=7)
+NEVER = float("inf")
 SUMMARY_EVERY_S = 10.0
 
 
@@ -47,8 +55,10 @@ class Housekeeper:
         settings: WorkerSettings,
         dispatcher: Dispatcher,
         stats: StatsBuffer,
+        schedules: list[str] | None = None,
     ) -> None:
         self.db = db
+        self.schedules = schedules or []  # names of the schedules this worker enqueues
         self.link = link
         self.settings = settings
         self.dispatcher = dispatcher
@@ -70,6 +80,7 @@ class Housekeeper:
         next_rescue = now
         next_prune = now + min(5.0, s.prune_interval)
         next_summary = now + SUMMARY_EVERY_S
+        next_ticks = now if self.schedules else NEVER
         last_sample_minute = -1
         while True:
             now = time.monotonic()
@@ -87,6 +98,9 @@ class Housekeeper:
                     "queue_sample", self.db.queue_sample(self.link), default=False, ok=True
                 ):
                     last_sample_minute = minute
+            if now >= next_ticks:
+                next_ticks = now + TICKS_EVERY_S
+                await self._ticks()
             if now >= next_prune:
                 next_prune = now + s.prune_interval
                 await self._slow_chores()
@@ -95,12 +109,36 @@ class Housekeeper:
                 self._summary()
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                wait = min(next_rescue, next_prune, next_summary) - time.monotonic()
+                wait = min(next_rescue, next_prune, next_summary, next_ticks) - time.monotonic()
                 async with asyncio.timeout(max(0.0, wait)):
                     await self._wake.wait()
 
+    async def _ticks(self) -> None:
+        """Enqueue the due ticks of this worker's schedules (database clock; each tick once
+        however many workers do this at the same moment: jobtui.schedules)."""
+        conn = await self._chore("ticks_connect", self.link.connection())
+        if conn is None:
+            return
+        done = await self._chore(
+            "ticks", enqueue_due_ticks(conn, self.db.q.schema, self.schedules), default=[]
+        )
+        for tick in done:
+            log.info(
+                "worker=%s event=tick_enqueued schedule=%s tick=%s job=%d",
+                self.db.worker_id,
+                tick.schedule,
+                tick.tick.isoformat(),
+                tick.job_id,
+            )
+
     async def _slow_chores(self) -> None:
         db, link = self.db, self.link
+        if self.schedules:
+            conn = await self._chore("prune_ticks_connect", link.connection())
+            if conn is not None:
+                await self._chore(
+                    "prune_ticks", prune_ticks(conn, db.q.schema, TICK_RETENTION), default=0
+                )
         self._rescued(await self._chore("sweep", db.bury_exhausted(link, self.dispatcher.kinds)))
         ended = await self._chore("finish_cancelled", db.finish_cancelled(link), default=0)
         if ended:

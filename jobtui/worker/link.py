@@ -3,7 +3,9 @@
 Promise kept: no worker statement waits for ever. Every connection has TCP keepalives (a peer
 that vanished is noticed within seconds, not after the kernel's two hours) and its own
 `statement_timeout` and `lock_timeout`, so a claim stuck on a half-open connection cannot hold
-its slots for ever and a housekeeping statement blocked by a lock is cut short.
+its slots for ever and a housekeeping statement blocked by a lock is cut short. Behind PgBouncer
+the timeouts are not set (a session SET would leak to the pooler's other clients): set them on
+the worker's role instead; the warning at start says so.
 
 The worker keeps a few of these (claims, flush, liveness, housekeeping) rather than a pool:
 each has one job, so statements on one never wait behind another's.
@@ -17,8 +19,7 @@ from typing import Any
 
 import psycopg
 
-from jobtui.config import connect_kwargs
-from jobtui.db import describe_error
+from jobtui.db import abehind_pooler, aconnect, describe_error
 from jobtui.sql import queries
 
 log = logging.getLogger("jobtui.worker")
@@ -36,11 +37,24 @@ KEEPALIVES: dict[str, int] = {
 
 
 async def open_connection(dsn: str, app: str) -> psycopg.AsyncConnection:
-    """An autocommit connection with keepalives and a bounded connect timeout."""
-    kwargs: dict[str, Any] = {**KEEPALIVES, **connect_kwargs()}
-    return await psycopg.AsyncConnection.connect(
-        dsn, autocommit=True, application_name=app, **kwargs
-    )
+    """An autocommit connection with keepalives and a bounded connect timeout; behind a
+    transaction pooler, without prepared statements (jobtui.db decides)."""
+    return await aconnect(dsn, app=app, extra=dict(KEEPALIVES))
+
+
+_warned_pooled = False
+
+
+def _warn_pooled_once() -> None:
+    global _warned_pooled
+    if not _warned_pooled:
+        _warned_pooled = True
+        log.warning(
+            "event=behind_pooler prepared_statements=off session_timeouts=not_set "
+            "reason=a session SET would leak to other clients of the pooler; bound the "
+            "worker role's statements on the server instead (ALTER ROLE … SET "
+            "statement_timeout / lock_timeout)"
+        )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -70,13 +84,19 @@ class Link:
         if self._conn is None or self._conn.closed:
             conn = await open_connection(self.dsn, f"jobtui worker ({self.name})")
             try:
-                await conn.execute(
-                    queries().worker_session_timeouts,
-                    {
-                        "statement_timeout": f"{int(self.statement_timeout * 1000)}ms",
-                        "lock_timeout": f"{int(self.lock_timeout * 1000)}ms",
-                    },
-                )
+                if await abehind_pooler(conn):
+                    # A session SET through a transaction pooler lands on one server
+                    # connection and stays there for whichever client gets it next: it would
+                    # not bound our statements and would bound the application's.
+                    _warn_pooled_once()
+                else:
+                    await conn.execute(
+                        queries().worker_session_timeouts,
+                        {
+                            "statement_timeout": f"{int(self.statement_timeout * 1000)}ms",
+                            "lock_timeout": f"{int(self.lock_timeout * 1000)}ms",
+                        },
+                    )
             except BaseException:
                 await conn.close()
                 raise

@@ -12,6 +12,7 @@ class WorkerSettings:
 
     `heartbeat_interval` and `heartbeat_timeout` are written into the worker's `workers` row:
     other workers judge this worker's jobs by them, not by their own settings.
+    `listen_dsn` is where the worker LISTENs (see jobtui.worker.listener).
     `statement_timeout` bounds every claim and outcome write; housekeeping statements (rescue,
     prune, ANALYZE, sweeps, samples) wait at most `housekeeping_lock_timeout` for a lock and run
     at most `housekeeping_timeout`, and are skipped (and logged) when they cannot.
@@ -31,6 +32,9 @@ class WorkerSettings:
     statement_timeout: float = 60.0
     housekeeping_lock_timeout: float = 1.0
     housekeeping_timeout: float = 30.0
+    # A session-mode DSN for LISTEN when `dsn` goes through a transaction pooler; None: the
+    # JOBTUI_LISTEN_DSN environment variable, else the worker's DSN.
+    listen_dsn: str | None = None
 
     def check(self) -> None:
         """Raise ValueError (one line) for settings the worker cannot run with."""

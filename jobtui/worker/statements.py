@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from jobtui import limits
 from jobtui.sql import notify_channel, queries
 from jobtui.worker.link import Link
 from jobtui.worker.stats import Cell, as_rows
@@ -73,16 +74,33 @@ class WorkerDB:
 
     # ---- claim
 
-    async def claim(self, link: Link, kinds: list[str], limit: int) -> list[tuple[Any, ...]]:
-        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours.
+    async def claim(
+        self, link: Link, kinds: list[str], limit: int, *, per_kind: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Up to `limit` jobs as (id, kind, payload, attempts, max_attempts), now ours; with
+        `per_kind`, by worker_claim_per_kind (when some of `kinds` have a limit).
 
         A payload that cannot be decoded comes back as an UndecodablePayload instance.
         """
+        sql = self.q.worker_claim_per_kind if per_kind else self.q.worker_claim
         rows = await link.fetch(
-            self.q.worker_claim,
-            {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits},
+            sql, {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits}
         )
         return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
+
+    async def claim_limited(
+        self, link: Link, kinds: list[str], want: int
+    ) -> tuple[list[tuple[Any, ...]], limits.LimitedRows]:
+        """Up to `want` jobs of these limited kinds within their limits, decoded as by
+        `claim`; and what claim_limited said (waits, skipped kinds)."""
+        got = await limits.claim_limited(
+            await link.connection(), self.q.schema, self.worker_id, kinds, want, self.limits
+        )
+        return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in got], got
+
+    async def limited_kinds(self, link: Link) -> set[str]:
+        """Kinds with an effective limit right now."""
+        return await limits.limited_kinds(await link.connection(), self.q.schema)
 
     async def release_orphans(self, link: Link, known: list[int]) -> list[int]:
         """Release rows locked by this worker that it does not know about; their ids."""
@@ -125,6 +143,10 @@ class WorkerDB:
         """Write the worker's row; the server's clock as epoch seconds."""
         rows = await link.fetch(self.q.worker_heartbeat, {**params, "worker": self.worker_id})
         return float(rows[0][0])
+
+    async def probe(self, link: Link, payload: str) -> None:
+        """A self-NOTIFY on this schema's channel (the listener checks that it is heard)."""
+        await link.fetch(self.q.worker_probe_notify, {"channel": self.channel, "payload": payload})
 
     async def unregister(self, link: Link) -> None:
         await link.fetch(self.q.worker_unregister, {"worker": self.worker_id})

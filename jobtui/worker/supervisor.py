@@ -29,13 +29,15 @@ from typing import Any
 import psycopg
 
 from jobtui.db import acheck_schema, describe_error
+from jobtui.limits import sync_kind_limits
 from jobtui.registry import HandlerSpec, Registry
+from jobtui.schedules import sync_schedules
 from jobtui.sql import notify_channel
 from jobtui.worker.dispatcher import Dispatcher
 from jobtui.worker.flusher import FLUSH_LOCK_TIMEOUT_S, Flusher
 from jobtui.worker.housekeeper import Housekeeper
 from jobtui.worker.link import Link
-from jobtui.worker.listener import listen
+from jobtui.worker.listener import Wakeups, listen, probe
 from jobtui.worker.liveness import Liveness
 from jobtui.worker.outcomes import short_ids
 from jobtui.worker.settings import WorkerSettings
@@ -45,6 +47,7 @@ log = logging.getLogger("jobtui.worker")
 
 # How long plain (thread) handlers get, after their cancel event is set at shutdown, to notice.
 THREAD_STOP_WAIT_S = 2.0
+LISTEN_DSN_ENV = "JOBTUI_LISTEN_DSN"
 FINAL_FLUSH_TRIES = 5
 FINAL_WRITES_S = 15.0  # at most this long trying to write outcomes at shutdown
 
@@ -72,6 +75,11 @@ class Worker:
         self.pid = os.getpid()
         self.id = f"{self.host}:{self.pid}:{secrets.token_hex(3)}"
         self._specs: dict[str, HandlerSpec] = {k: registry.get(k) for k in self.kinds}  # type: ignore[misc]
+        # Declared limits of the kinds it handles, and the schedules of those kinds (a
+        # schedule's kind may be handled by another worker of the same app: it is enqueued by
+        # whichever workers declare it, once per tick however many).
+        self.kind_limits = [lim for lim in registry.limits() if lim.kind in self._specs]
+        self.schedules = registry.schedules()
         limits = {k: s.max_attempts for k, s in self._specs.items() if s.max_attempts is not None}
         self._db = WorkerDB(schema, self.id, limits)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -128,6 +136,7 @@ class Worker:
             "abandoned": d.threads.abandoned,
             "outcome_errors": f.outcome_errors,
             "last_outcome_error": f.last_outcome_error,
+            **self._wakeups.row(),
         }
 
     # -------------------------------------------------------------------- run
@@ -167,10 +176,16 @@ class Worker:
             self._db, live_link, d, self._flusher.stats, s.heartbeat_interval, self._row
         )
         d.on_claimed = self._liveness.claimed
-        self._housekeeper = Housekeeper(self._db, house_link, s, d, self._flusher.stats)
+        listen_dsn = s.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or self.dsn
+        self._wakeups = Wakeups(self.id, s.poll_interval, listen_dsn != self.dsn)
+        self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)
+        self._housekeeper = Housekeeper(
+            self._db, house_link, s, d, self._flusher.stats, [x.name for x in self.schedules]
+        )
         try:
             await acheck_schema(await live_link.connection(), self.schema)
             await self._liveness.beat()  # registered before the first claim
+            await self._sync_declarations(house_link)
             # Opened now, not on first use: a connection opened by the first job to need it
             # would add its set-up to that job's pickup.
             for link in (*claim_links, flush_link, house_link):
@@ -196,19 +211,34 @@ class Worker:
             asyncio.create_task(self._housekeeper.run(), name="jobtui-housekeeper"),
             asyncio.create_task(
                 listen(
-                    self.dsn,
+                    listen_dsn,
                     notify_channel(self.schema),
-                    self.id,
+                    self._wakeups,
                     d.poke,
                     self._liveness.note_cancel,
+                    d.limits_changed,
                 ),
                 name="jobtui-listen",
+            ),
+            asyncio.create_task(
+                probe(self._wakeups, lambda payload: self._db.probe(live_link, payload)),
+                name="jobtui-probe",
             ),
         ]
         try:
             await d.run()
         finally:
             await self._drain()
+
+    async def _sync_declarations(self, link: Link) -> None:
+        """Write the handlers' declared limits and the app's schedules (before any claim)."""
+        conn = await link.connection()
+        changed = await sync_kind_limits(conn, self.schema, self.kind_limits)
+        if changed:
+            log.info("worker=%s event=limits_declared kinds=%s", self.id, ",".join(changed))
+        names = await sync_schedules(conn, self.schema, self.schedules)
+        if names:
+            log.info("worker=%s event=schedules_declared names=%s", self.id, ",".join(names))
 
     def _want_analyze(self) -> None:
         if self._housekeeper is not None:

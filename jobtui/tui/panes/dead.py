@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -35,10 +35,11 @@ from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.server import server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 ALL = "*"
-HINT = "kind:NAME  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
+HINT = "kind:NAME  key:UNIQUE-KEY  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
 
 
 def group_key(kind: str, signature: str) -> str:
@@ -50,6 +51,7 @@ class DeadData:
     groups: list[DeadGroup]
     rows: list[DeadLetterRow]
     more: bool
+    now: datetime  # the server's clock: every age is measured against it
 
 
 class DeadPane(Pane):
@@ -111,11 +113,11 @@ class DeadPane(Pane):
         rows, before = await load_pages(
             link, browse.list_dead, flt, pages=self.pages, size=size, searching=bool(flt.text)
         )
-        return DeadData(groups, rows, before is not None)
+        return DeadData(groups, rows, before is not None, await link.run(server_now))
 
     def show(self, data: DeadData) -> None:
         st = cell_styles(self.app)
-        now = datetime.now(UTC)
+        now = data.now
 
         def ago(ts: datetime) -> Text:
             return Text(format_duration((now - ts).total_seconds()))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -33,12 +33,13 @@ from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.server import server_now
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 COUNT_EVERY_S = 30.0
 HINT = (
-    "state:ready,scheduled,retrying,running,succeeded,cancelled  kind:NAME  "
-    "free text (id, payload, error)"
+    "state:ready,scheduled,retrying,running,exhausted,succeeded,cancelled  kind:NAME  "
+    "key:UNIQUE-KEY  free text (id, payload, error)"
 )
 
 
@@ -47,6 +48,7 @@ class JobsData:
     rows: list[JobRow]
     more: bool
     total: int | None
+    now: datetime  # the server's clock: every age is measured against it
 
 
 class JobsPane(Pane):
@@ -103,13 +105,13 @@ class JobsPane(Pane):
         elif self._count_for != self.flt or now - self._counted_at > COUNT_EVERY_S:
             total = await link.run(browse.count_jobs, self.flt)
             self._counted_at, self._count_for = now, self.flt
-        return JobsData(rows, more, total)
+        return JobsData(rows, more, total, await link.run(server_now))
 
     def show(self, data: JobsData) -> None:
         self.more = data.more
         self.total = data.total
         st = cell_styles(self.app)
-        now = datetime.now(UTC)
+        now = data.now
         rows = []
         for job in data.rows:
             state_style = {
@@ -117,6 +119,7 @@ class JobsPane(Pane):
                 "retrying": st.warning,
                 "cancelled": st.muted,
                 "succeeded": st.success,
+                "exhausted": st.error,
             }.get(job.state, "")
             if job.state == "running" and job.locked_at is not None:
                 when = format_duration((now - job.locked_at).total_seconds())

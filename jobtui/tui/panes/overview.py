@@ -2,7 +2,12 @@
 
 BINDINGS:
     P        pause or resume the kind under the cursor
+    L        set the kind's concurrency and rate limits (asks first)
     enter    show that kind's jobs
+
+The `limit` column shows the limits in force: `≤5` running at most, `2/w` per worker, `100/m`
+starts per minute. Rows a consumer gave up on (attempts used up, never moved to dead letters)
+are counted as EXHAUSTED in the status, never as ready.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import cell_styles, level_of
-from jobtui.tui.panes.kinds import KindsPane
+from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
 
@@ -72,6 +77,7 @@ class OverviewPane(KindsPane):
             ("done", "done/m", 6),
             ("p50", "p50", 6),
             ("p95", "p95", 6),
+            ("limit", "limit", 9),
             # Last, so the figures fit in 80 columns; notes spell out what is wrong.
             ("status", "status", None),
         )
@@ -86,7 +92,7 @@ class OverviewPane(KindsPane):
             score += 3
         if k.paused:
             score += 1
-        if k.dead:
+        if k.dead or k.exhausted:
             score += 1
         return score
 
@@ -139,10 +145,14 @@ class OverviewPane(KindsPane):
                 notes.append("FAIL")
             if k.paused:
                 notes.append("PAUSED")
+            if k.exhausted:
+                notes.append(f"{compact(k.exhausted)} EXHAUSTED")
             if not k.handled:
                 notes.append("no worker handles this kind")
             status_style = (
-                st.error if failing else (st.warning if (k.paused or not k.handled) else st.muted)
+                st.error
+                if failing
+                else (st.warning if (k.paused or not k.handled or k.exhausted) else st.muted)
             )
             age_style = {"ok": row_style, "warn": st.warning, "crit": st.error}[age_level]
             name = inert(k.kind, style=row_style or "bold")
@@ -160,6 +170,7 @@ class OverviewPane(KindsPane):
                         Text(compact(round(k.done_per_min, 1)), style=row_style),
                         Text(_ms(k.p50_ms), style=row_style),
                         Text(_ms(k.p95_ms), style=row_style),
+                        Text(limit_text(k), style=st.accent),
                         Text(", ".join(notes) or "ok", style=status_style),
                     ],
                 )

@@ -18,7 +18,18 @@ from jobtui.tui.connection import Link
 from jobtui.tui.host import Host, host
 from jobtui.tui.texts import same
 
-WRITE_ACTIONS = frozenset({"requeue", "delete", "cancel", "run_now", "toggle_pause_kind"})
+WRITE_ACTIONS = frozenset(
+    {
+        "requeue",
+        "delete",
+        "cancel",
+        "run_now",
+        "toggle_pause_kind",
+        "set_limits",
+        "toggle_pause_schedule",
+        "run_schedule_now",
+    }
+)
 
 
 class Pane(Vertical):
@@ -82,7 +93,15 @@ class InfoLine(Static):
     Redrawn only when its text changes, not on every refresh of the table below.
     """
 
+    wraps = False  # True: the text may take more lines, so a change re-runs the layout
+
     def set(self, *parts: Text | str) -> None:
         text = Text.assemble(*parts)
         if not same(self.content, text):
-            self.update(text, layout=False)
+            self.update(text, layout=self.wraps)
+
+
+class WrappingInfo(InfoLine):
+    """An InfoLine whose text may wrap (up to the height its CSS allows)."""
+
+    wraps = True

@@ -31,6 +31,7 @@ from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
 from jobtui.tui.actions import CANCEL, DELETE, REQUEUE, RUN_NOW
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, WriteAsked, host
+from jobtui.tui.server import server_now
 from jobtui.tui.widgets.footer import ConsoleFooter
 
 
@@ -97,6 +98,7 @@ class DetailScreen(Screen[None]):
         self.what = what  # "job" or "dead"
         self.row_id = row_id
         self.row: JobRow | DeadLetterRow | None = None
+        self.now: datetime | None = None  # the server's clock when the row was read
 
     @property
     def console(self) -> Host:
@@ -131,20 +133,20 @@ class DetailScreen(Screen[None]):
         fn = browse.get_job if self.what == "job" else browse.get_dead
         try:
             row = await self.console.link.run(fn, self.row_id)
+            now = await self.console.link.run(server_now)
         except LinkDown as exc:
             self.query_one("#detail-head", Static).update(
                 Text(f"database unreachable: {exc.message}", style="bold")
             )
             return
-        self.row = row
+        self.row, self.now = row, now
         self._render_row()
         self.refresh_bindings()
 
     def _render_row(self) -> None:
         head = self.query_one("#detail-head", Static)
-        now = datetime.now(UTC)
-        row = self.row
-        if row is None:
+        row, now = self.row, self.now
+        if row is None or now is None:
             place = "jobs" if self.what == "job" else "dead letters"
             head.update(Text(f"#{self.row_id} is no longer in {place}.", style="bold"))
             self.query_one("#detail-payload", Static).update("")
@@ -170,6 +172,10 @@ class DetailScreen(Screen[None]):
                 (f"#{row.id}  ", "bold"), inert(row.kind, style="bold"), "  ", (state, "reverse")
             ),
             Text(f"attempts {row.attempts} of {row.max_attempts}   priority {row.priority}"),
+            Text.assemble(
+                ("unique key ", "dim"),
+                inert(row.unique_key) if row.unique_key is not None else ("–", "dim"),
+            ),
             *(Text.assemble((label + " ", "dim"), _when(ts, now)) for label, ts in times),
             Text.assemble((last[0], "dim"), inert(last[1])),
         ]
