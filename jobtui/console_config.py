@@ -9,6 +9,8 @@ without starting the UI.
     oldest_warn = "5m"
     oldest_crit = "30m"
     read_only = false
+    env = "prod"                   # a banner naming the environment (--env overrides)
+    env_danger_pattern = "prod*"   # comma-separated globs: the banner is red when env matches
 
     [keys]
     requeue = "r,R"      # binding id = key[,key]
@@ -47,6 +49,8 @@ class ConsoleConfig:
     keymap: dict[str, str] = field(default_factory=dict)
     page_size: int = 100
     heartbeat_timeout_s: float = 30.0
+    env: str | None = None
+    env_danger_pattern: str = "prod*"
 
     def with_(self, **changes: Any) -> ConsoleConfig:
         """A copy with some fields changed (e.g. the CLI's `--read-only`)."""
@@ -94,7 +98,15 @@ def parse_console_config(data: Mapping[str, Any], where: str = "config") -> Cons
     keys = data.get("keys", {})
     if not isinstance(console, Mapping) or not isinstance(keys, Mapping):
         raise ConfigError(f"{where}: [console] and [keys] must be tables")
-    allowed = {"refresh", "oldest_warn", "oldest_crit", "read_only", "page_size"}
+    allowed = {
+        "refresh",
+        "oldest_warn",
+        "oldest_crit",
+        "read_only",
+        "page_size",
+        "env",
+        "env_danger_pattern",
+    }
     unknown = set(console) - allowed
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s) in [console]: {', '.join(sorted(unknown))}")
@@ -120,6 +132,14 @@ def parse_console_config(data: Mapping[str, Any], where: str = "config") -> Cons
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 10000:
             raise ConfigError(f"{where}: [console] page_size must be an integer from 1 to 10000")
         changes["page_size"] = size
+    for name in ("env", "env_danger_pattern"):
+        if name in console:
+            value = console[name]
+            if not isinstance(value, str) or not value.strip() or len(value) > 64:
+                raise ConfigError(
+                    f"{where}: [console] {name} must be a non-empty string (at most 64 characters)"
+                )
+            changes[name] = value.strip()
     warn = changes.get("oldest_warn_s", cfg.oldest_warn_s)
     crit = changes.get("oldest_crit_s", cfg.oldest_crit_s)
     if crit < warn:

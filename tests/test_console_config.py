@@ -88,3 +88,14 @@ def test_named_file_must_exist(tmp_path: Path) -> None:
 def test_refresh_is_clamped(tmp_path: Path) -> None:
     path = write(tmp_path, '[console]\nrefresh = "10ms"')
     assert load_console_config(path).refresh_s == 0.5
+
+
+def test_environment_name_and_danger_pattern(tmp_path: Path) -> None:
+    cfg = load_console_config(
+        write(tmp_path, '[console]\nenv = " prod-eu "\nenv_danger_pattern = "prod*,live*"\n')
+    )
+    assert (cfg.env, cfg.env_danger_pattern) == ("prod-eu", "prod*,live*")
+    assert (ConsoleConfig().env, ConsoleConfig().env_danger_pattern) == (None, "prod*")
+    for bad in ('env = ""', "env = 3", 'env_danger_pattern = "   "'):
+        with pytest.raises(ConfigError, match="must be a non-empty string"):
+            load_console_config(write(tmp_path, f"[console]\n{bad}\n"))

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import psycopg
-import pytest
 from test_cli_monitoring import parse_prometheus
 from test_cli_support import assert_ok, run_cli
 from topology import ReplicaDB, console_polled
@@ -76,11 +75,6 @@ def test_check_max_replica_lag(replica_db: ReplicaDB) -> None:
     assert proc.stdout.startswith("JOBTUI OK") and "lag" in proc.stdout.lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: on a standby the console goes read-only but gives the wrong reason "
-    "('read-only: the database role cannot write') and shows no replica badge or lag",
-)
 async def test_console_on_the_standby_is_read_only_and_says_why(replica_db: ReplicaDB) -> None:
     from jobtui.console_config import ConsoleConfig
     from jobtui.tui.app import JobtuiApp

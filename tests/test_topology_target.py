@@ -11,11 +11,6 @@ import pytest
 from topology import console_polled
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15: the header parses the DSN string, not the live connection: with PG* "
-    "variables and no DSN it reads 'postgres@local' (no user, port or real database)",
-)
 async def test_header_shows_user_host_port_database_of_the_live_connection(
     dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,6 +49,13 @@ def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
         help="console config file (default: $JOBTUI_CONFIG or ~/.config/jobtui/config.toml)",
     )
     p.add_argument(
+        "--env",
+        metavar="NAME",
+        default=default,
+        help="environment name shown as a banner, red when it matches [console] "
+        "env_danger_pattern (default prod*)",
+    )
+    p.add_argument(
         "--refresh",
         type=duration,
         metavar="DURATION",
@@ -62,6 +69,8 @@ def cmd_console(args: Args) -> int:
     config = load_console_config(Path(config_path) if config_path else None)
     if getattr(args, "read_only", False):
         config = config.with_(read_only=True)
+    if getattr(args, "env", None):
+        config = config.with_(env=args.env)
     refresh = getattr(args, "refresh", None)
     if refresh:
         config = config.with_(refresh_s=max(MIN_REFRESH_S, refresh))
@@ -77,4 +86,9 @@ def run(dsn: str, schema: str, config: ConsoleConfig) -> int:
     """Run the console until the operator quits; returns the exit code."""
     from jobtui.tui.app import run_console  # textual is imported here, and only here
 
-    return int(run_console(dsn, schema, config=config) or 0)
+    return int(
+        run_console(
+            dsn, schema, config=config, env=config.env, env_danger_pattern=config.env_danger_pattern
+        )
+        or 0
+    )
