@@ -8,11 +8,11 @@ connection was down is assumed missed: on every (re)connect both are woken.
 A LISTEN can be connected and hear nothing: through a transaction pooler (PgBouncer's
 `pool_mode = transaction`) the LISTEN stays on whichever server connection ran it, and
 NOTIFYs never come back. So the prober sends `probe:<worker id>:<n>` from ANOTHER connection
-(a NOTIFY sent on the listening connection could come back through the same server connection
-and prove nothing) right after LISTEN and then every PROBE_EVERY_S. A probe not heard within
-PROBE_WAIT_S, or the LISTEN connection being down, switches the worker to polling every
-NO_LISTEN_POLL_S (or its poll interval if shorter); one warning says so, the `workers` row
-says so (wakeup_mode, wakeup_note), and a later probe that is heard switches it back.
+(the liveness one; a NOTIFY sent on the listening connection could come back through the same
+server connection and prove nothing) right after LISTEN and then every PROBE_EVERY_S. A probe
+not heard within PROBE_WAIT_S, or the LISTEN connection being down, switches the worker to
+polling every NO_LISTEN_POLL_S (or its poll interval if shorter); one warning says so, the
+`workers` row says so (wakeup_mode, wakeup_note), and a later probe heard switches it back.
 """
 
 from __future__ import annotations

@@ -221,6 +221,9 @@ class Worker:
                 name="jobtui-listen",
             ),
             asyncio.create_task(
+                # On the liveness link: one tiny statement every 30 s (the housekeeping link
+                # runs transactions a probe would land in; the flush link must not have a
+                # statement cut short at shutdown).
                 probe(self._wakeups, lambda payload: self._db.probe(live_link, payload)),
                 name="jobtui-probe",
             ),
