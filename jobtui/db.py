@@ -26,11 +26,15 @@ PREPARED_ENV = "JOBTUI_PREPARED_STATEMENTS"
 PREPARED_MODES = ("auto", "on", "off")
 
 
+class InvalidSetting(ValueError):
+    """An environment setting jobtui reads has a value it does not know (a user error)."""
+
+
 def prepared_mode() -> str:
-    """`JOBTUI_PREPARED_STATEMENTS`: auto (default), on or off; ValueError otherwise."""
+    """`JOBTUI_PREPARED_STATEMENTS`: auto (default), on or off; InvalidSetting otherwise."""
     mode = os.environ.get(PREPARED_ENV, "auto").strip().lower() or "auto"
     if mode not in PREPARED_MODES:
-        raise ValueError(f"{PREPARED_ENV} must be auto, on or off, not {mode!r}")
+        raise InvalidSetting(f"{PREPARED_ENV} must be auto, on or off, not {mode!r}")
     return mode
 
 

@@ -220,14 +220,16 @@ async def test_requeue_racing_a_producer_puts_the_dead_letter_back(
 async def test_plain_requeue_never_violates_the_index(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
-    """Until ops.requeue_dead switches to the keyed statement it does not carry the key."""
+    """The plain requeue uses the keyed statement: a dead letter whose key is held stays a
+    dead letter (skipped), so the unique index is never violated."""
     conn.execute(
         """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
                                      run_at, reason, unique_key)
            VALUES (7, 'invoice', '{}', 5, 5, now(), now(), 'failed', 'taken')"""
     )
     enqueue(conn, "invoice", {}, unique_key="taken")
-    assert await requeue_dead(aconn, "public", [7], actor=Actor("op@host")) == 1
+    assert await requeue_dead(aconn, "public", [7], actor=Actor("op@host")) == 0
+    assert conn.execute("SELECT id FROM dead_letters").fetchall() == [(7,)]
 
 
 def test_the_result_prints_like_the_plain_id(conn: psycopg.Connection) -> None:

@@ -87,6 +87,13 @@ def _register_worker(commands: Commands) -> None:
     p.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper
     )
+    p.add_argument(
+        "--listen-dsn",
+        default=None,
+        metavar="DSN",
+        help="session-mode DSN for LISTEN when --dsn goes through a transaction pooler "
+        "(env JOBTUI_LISTEN_DSN)",
+    )
 
 
 def cmd_worker(args: Args) -> int:
@@ -110,6 +117,7 @@ def cmd_worker(args: Args) -> int:
         stream=sys.stderr,
     )
     settings = WorkerSettings(
+        listen_dsn=args.listen_dsn,
         concurrency=args.concurrency,
         kinds=tuple(kinds) if kinds else None,
         heartbeat_interval=args.heartbeat,

@@ -59,18 +59,22 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from jobtui.browse import InvalidFilter
     from jobtui.config import InvalidDuration
     from jobtui.console_config import ConfigError
+    from jobtui.db import InvalidSetting
     from jobtui.demo import DemoError
     from jobtui.embedded import EmbeddedUnavailable
     from jobtui.enqueue import InvalidJob
     from jobtui.limits import InvalidLimit
     from jobtui.registry import RegistryImportError
     from jobtui.roles import InvalidRolePrefix
+    from jobtui.schedules import InvalidSchedule
     from jobtui.schema import MigrationRefused
     from jobtui.sql import InvalidSchemaName
 
     return (
         InvalidFilter,  # and ops.InvalidAction
         InvalidLimit,
+        InvalidSetting,
+        InvalidSchedule,
         InvalidDuration,
         ConfigError,
         DemoError,
