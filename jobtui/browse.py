@@ -47,10 +47,12 @@ class InvalidFilter(ValueError):
 
 @cache
 def statement(schema: str, name: str) -> str:
-    """Statement `name` for `schema` with the job/dead-letter filter fragments spliced in."""
+    """Statement `name` for `schema` with the shared fragments (filters, columns) spliced in."""
     q = queries(schema)
     return (
         q[name]
+        .replace("__cancel_picked__", q.ops_cancel_picked)  # fragments holding fragments first
+        .replace("__dead_pick_batch__", q.ops_dead_pick_batch)
         .replace("__job_columns__", q.browse_job_columns)
         .replace("__dead_columns__", q.browse_dead_columns)
         .replace("__job_where__", q.browse_job_where)

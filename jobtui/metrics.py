@@ -11,8 +11,8 @@ that worker finished.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,12 +47,7 @@ def _minutes(name: str, value: int) -> int:
 class _KindAcc:
     """Per-kind figures being gathered from the separate reads."""
 
-    ready: int = 0
-    scheduled: int = 0
-    running: int = 0
-    retrying: int = 0
-    dead: int = 0
-    exhausted: int = 0
+    counts: Counter[str] = field(default_factory=Counter)  # by StateCounts field name
     oldest: float | None = None
     done: int = 0
     failed: int = 0
@@ -136,12 +131,12 @@ async def snapshot(
     acc: dict[str, _KindAcc] = defaultdict(_KindAcc)
     for r in pending:
         a = acc[r["kind"]]
-        a.ready, a.scheduled = r["ready"], r["scheduled"]
-        a.running, a.retrying = r["running"], r["retrying"]
-        a.exhausted = r["exhausted"]
+        a.counts.update(
+            {s: r[s] for s in ("ready", "scheduled", "running", "retrying", "exhausted")}
+        )
         a.oldest = r["oldest_ready_age_s"]
     for r in dead:
-        acc[r["kind"]].dead = r["dead"]
+        acc[r["kind"]].counts["dead"] = r["dead"]
 
     for r in kwindow:
         a = acc[r["kind"]]
@@ -185,12 +180,7 @@ async def snapshot(
     kinds = [
         KindFigures(
             kind=kind,
-            ready=a.ready,
-            scheduled=a.scheduled,
-            running=a.running,
-            retrying=a.retrying,
-            dead=a.dead,
-            exhausted=a.exhausted,
+            **asdict(StateCounts(**a.counts)),
             oldest_ready_age_s=a.oldest,
             done_per_min=a.done / window,
             failed_per_min=a.failed / window,
@@ -231,14 +221,7 @@ async def snapshot(
     ages = [a.oldest for a in acc.values() if a.oldest is not None]
     return Snapshot(
         taken_at=now,
-        totals=StateCounts(
-            ready=sum(a.ready for a in acc.values()),
-            scheduled=sum(a.scheduled for a in acc.values()),
-            running=sum(a.running for a in acc.values()),
-            retrying=sum(a.retrying for a in acc.values()),
-            dead=sum(a.dead for a in acc.values()),
-            exhausted=sum(a.exhausted for a in acc.values()),
-        ),
+        totals=StateCounts(**sum((a.counts for a in acc.values()), Counter())),
         oldest_ready_age_s=max(ages) if ages else None,
         done_per_min=done_total / window,
         failure_rate=_failure_rate(done_total, failed_total),

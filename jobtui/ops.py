@@ -159,6 +159,30 @@ async def _notify(conn: psycopg.AsyncConnection, schema: str, message: str) -> N
     )
 
 
+async def _audited(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    os_user: str,
+    action: str,
+    sql_name: str,
+    params: dict[str, Any],
+    *,
+    ids: list[int] | None = None,
+    filter: Jsonb | None = None,
+    notify: str | None = None,
+    notify_if: Callable[[list[Any]], bool] = bool,
+) -> list[Any]:
+    """Run one statement and write the action's one audit row (count = rows it returned) in one
+    transaction; send `notify` when `notify_if(rows)` (by default: when it changed anything)."""
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(statement(schema, sql_name), params)
+        rows = await cur.fetchall()
+        await _audit(conn, schema, os_user, action, len(rows), ids=ids, filter=filter)
+        if notify and notify_if(rows):
+            await _notify(conn, schema, notify)
+    return rows
+
+
 async def _ids_action(
     conn: psycopg.AsyncConnection,
     schema: str,
@@ -168,19 +192,25 @@ async def _ids_action(
     action: str,
     sql_name: str,
     notify: str | None = None,
+    notify_if: Callable[[list[Any]], bool] = bool,
 ) -> int:
-    """Run a by-ids statement that RETURNS the changed ids, audit it, maybe notify; one txn."""
+    """An action on these ids (audited with them); returns how many rows it changed."""
     wanted = ids_list(ids)
     os_user = _actor(actor)
     if not wanted:
         return 0
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(statement(schema, sql_name), {"ids": wanted})
-        changed = sorted(r[0] for r in await cur.fetchall())
-        await _audit(conn, schema, os_user, action, len(changed), ids=wanted)
-        if notify and changed:
-            await _notify(conn, schema, notify)
-    return len(changed)
+    rows = await _audited(
+        conn,
+        schema,
+        os_user,
+        action,
+        sql_name,
+        {"ids": wanted},
+        ids=wanted,
+        notify=notify,
+        notify_if=notify_if,
+    )
+    return len(rows)
 
 
 async def requeue_dead(
@@ -214,63 +244,84 @@ async def cancel_jobs(
     conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
 ) -> int:
     """Cancel these jobs: pending ones at once, running ones by asking their worker to stop."""
-    wanted = ids_list(ids)
-    os_user = _actor(actor)
-    if not wanted:
-        return 0
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(statement(schema, "ops_cancel_ids"), {"ids": wanted})
-        rows = await cur.fetchall()
-        await _audit(conn, schema, os_user, "cancel_jobs", len(rows), ids=wanted)
-        if any(running for _, running in rows):
-            await _notify(conn, schema, "cancel")
-    return len(rows)
+    return await _ids_action(
+        conn,
+        schema,
+        ids,
+        actor,
+        action="cancel_jobs",
+        sql_name="ops_cancel_ids",
+        notify="cancel",
+        notify_if=lambda rows: any(running for _, running in rows),
+    )
 
 
-async def _dead_batches(
+async def _bound(
+    conn: psycopg.AsyncConnection, schema: str, sql_name: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The upper bound (and, for dead letters, the start time `t0`) a bulk action works up to."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(statement(schema, sql_name), params, prepare=False)
+        row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def _bulk_start(
     conn: psycopg.AsyncConnection,
     schema: str,
-    flt: DeadFilter,
+    flt: JobFilter | DeadFilter,
     actor: Actor,
-    *,
-    action: str,
-    sql_name: str,
-    notify: str | None,
     batch_size: int,
-    on_progress: Progress | None,
-) -> int:
-    params = dead_filter_params(flt)
+    action: str,
+) -> tuple[dict[str, Any], _AuditTotal]:
+    """Check a bulk action's arguments and fix the rows it may touch; returns the batch
+    statements' parameters (filter, bound, batch size) and the action's audit row."""
+    dead = isinstance(flt, DeadFilter)
+    params = dead_filter_params(flt) if isinstance(flt, DeadFilter) else job_filter_params(flt)
     os_user = _actor(actor)
     batch = _batch(batch_size)
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(statement(schema, "ops_dead_bound"), params, prepare=False)
-        first = await cur.fetchone()
-    assert first is not None
-    bound, t0 = first["bound"], first["t0"]
-    audit = _AuditTotal(schema, os_user, action, _filter_json(flt, bound=bound, at=t0))
-    total, after = 0, None
-    if bound is not None:
-        after = -(2**63)
-        while True:
-            async with conn.transaction(), conn.cursor() as cur:
-                await cur.execute(
-                    statement(schema, sql_name),
-                    {**params, "after": after, "bound": bound, "t0": t0, "batch": batch},
-                    prepare=False,
-                )
-                row = await cur.fetchone()
-                assert row is not None
-                last_id, ids = row
-                if last_id is None:
-                    break
-                after = last_id
-                if ids:
-                    await audit.add(conn, len(ids))
-                    if notify:
-                        await _notify(conn, schema, notify)
-            total += len(ids)
-            if on_progress:
-                on_progress(total)
+    first = await _bound(conn, schema, "ops_dead_bound" if dead else "ops_jobs_bound", params)
+    at = {"at": first["t0"]} if dead else {}  # when the dead-letter bound was fixed
+    audit = _AuditTotal(schema, os_user, action, _filter_json(flt, bound=first["bound"], **at))
+    return {**params, **first, "batch": batch}, audit
+
+
+async def _batches(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    audit: _AuditTotal,
+    sql_name: str,
+    params: dict[str, Any],
+    *,
+    notify: str | None,
+    on_progress: Progress | None,
+) -> int:
+    """Run batch statement `sql_name` from the lowest id up to `params["bound"]`, one
+    transaction a batch, adding each batch to the audit row; returns the total changed.
+
+    The statement returns (last id picked, ids changed[, how many of them are running]);
+    with that third column, `notify` is sent only for a batch that has running rows.
+    """
+    total, after = 0, -(2**63)
+    while params["bound"] is not None:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(
+                statement(schema, sql_name), {**params, "after": after}, prepare=False
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            last_id, ids, *running = row
+            if last_id is None:
+                break
+            after = last_id
+            if ids:
+                await audit.add(conn, len(ids))
+                if notify and all(running):
+                    await _notify(conn, schema, notify)
+        total += len(ids)
+        if on_progress:
+            on_progress(total)
     await audit.close_empty(conn)
     return total
 
@@ -307,26 +358,14 @@ async def requeue_dead_matching_keyed(
     One audit row for the whole action (count = requeued); `on_progress` gets the running
     total of rows requeued or skipped.
     """
-    params = dead_filter_params(flt)
-    os_user = _actor(actor)
-    batch = _batch(batch_size)
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(statement(schema, "ops_dead_bound"), params, prepare=False)
-        first = await cur.fetchone()
-    assert first is not None
-    bound, t0 = first["bound"], first["t0"]
-    audit = _AuditTotal(
-        schema, os_user, "requeue_dead_matching", _filter_json(flt, bound=bound, at=t0)
-    )
+    params, audit = await _bulk_start(conn, schema, flt, actor, batch_size, "requeue_dead_matching")
     requeued: list[int] = []
     skipped: list[int] = []
     after = -(2**63)
-    while bound is not None:
+    while params["bound"] is not None:
         async with conn.transaction(), conn.cursor() as cur:
             await cur.execute(
-                statement(schema, "ops_dead_pick_batch"),
-                {**params, "after": after, "bound": bound, "t0": t0, "batch": batch},
-                prepare=False,
+                statement(schema, "ops_dead_pick_batch"), {**params, "after": after}, prepare=False
             )
             picked = [r[0] for r in await cur.fetchall()]
             if not picked:
@@ -357,16 +396,9 @@ async def delete_dead_matching(
     on_progress: Progress | None = None,
 ) -> int:
     """Delete every dead letter matching `flt` at the start, in batches; returns the total."""
-    return await _dead_batches(
-        conn,
-        schema,
-        flt,
-        actor,
-        action="delete_dead_matching",
-        sql_name="ops_delete_dead_batch",
-        notify=None,
-        batch_size=batch_size,
-        on_progress=on_progress,
+    params, audit = await _bulk_start(conn, schema, flt, actor, batch_size, "delete_dead_matching")
+    return await _batches(
+        conn, schema, audit, "ops_delete_dead_batch", params, notify=None, on_progress=on_progress
     )
 
 
@@ -380,63 +412,43 @@ async def cancel_jobs_matching(
     on_progress: Progress | None = None,
 ) -> int:
     """Cancel every unfinished job matching `flt` at the start, in batches; returns the total."""
-    params = job_filter_params(flt)
+    params, audit = await _bulk_start(conn, schema, flt, actor, batch_size, "cancel_jobs_matching")
+    return await _batches(
+        conn, schema, audit, "ops_cancel_batch", params, notify="cancel", on_progress=on_progress
+    )
+
+
+async def _kind_action(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    kind: str,
+    actor: Actor,
+    action: str,
+    *,
+    notify: str | None = None,
+) -> int:
+    """Run `ops_<action>` on one kind, audited with it; 1 if it changed, 0 if not."""
+    kind = _kind(kind)
     os_user = _actor(actor)
-    batch = _batch(batch_size)
-    async with conn.cursor() as cur:
-        await cur.execute(statement(schema, "ops_jobs_bound"), params, prepare=False)
-        first = await cur.fetchone()
-    bound = first[0] if first else None
-    audit = _AuditTotal(schema, os_user, "cancel_jobs_matching", _filter_json(flt, bound=bound))
-    total, after = 0, -(2**63)
-    while bound is not None:
-        async with conn.transaction(), conn.cursor() as cur:
-            await cur.execute(
-                statement(schema, "ops_cancel_batch"),
-                {**params, "after": after, "bound": bound, "batch": batch},
-                prepare=False,
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            last_id, ids, running = row
-            if last_id is None:
-                break
-            after = last_id
-            if ids:
-                await audit.add(conn, len(ids))
-                if running:
-                    await _notify(conn, schema, "cancel")
-        total += len(ids)
-        if on_progress:
-            on_progress(total)
-    await audit.close_empty(conn)
-    return total
+    params = {"kind": kind, "os_user": os_user}
+    filter = Jsonb({"kind": kind})
+    return len(
+        await _audited(
+            conn, schema, os_user, action, f"ops_{action}", params, filter=filter, notify=notify
+        )
+    )
 
 
 async def pause_kind(conn: psycopg.AsyncConnection, schema: str, kind: str, *, actor: Actor) -> int:
     """Stop workers claiming `kind`; 1 if newly paused, 0 if it already was."""
-    kind = _kind(kind)
-    os_user = _actor(actor)
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(statement(schema, "ops_pause_kind"), {"kind": kind, "os_user": os_user})
-        n = len(await cur.fetchall())
-        await _audit(conn, schema, os_user, "pause_kind", n, filter=Jsonb({"kind": kind}))
-    return n
+    return await _kind_action(conn, schema, kind, actor, "pause_kind")
 
 
 async def resume_kind(
     conn: psycopg.AsyncConnection, schema: str, kind: str, *, actor: Actor
 ) -> int:
     """Let workers claim `kind` again and wake them; 1 if it was paused, else 0."""
-    kind = _kind(kind)
-    os_user = _actor(actor)
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(statement(schema, "ops_resume_kind"), {"kind": kind})
-        n = len(await cur.fetchall())
-        await _audit(conn, schema, os_user, "resume_kind", n, filter=Jsonb({"kind": kind}))
-        if n:
-            await _notify(conn, schema, "resume")
-    return n
+    return await _kind_action(conn, schema, kind, actor, "resume_kind", notify="resume")
 
 
 async def prune_finished(
@@ -527,16 +539,26 @@ async def _schedule_flip(
     """Pause or resume a schedule; 1 if it changed, 0 if it already was; unknown: InvalidAction."""
     name = _schedule_name(name)
     os_user = _actor(actor)
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(statement(schema, f"ops_{action}"), {"name": name, "os_user": os_user})
-        n = len(await cur.fetchall())
+    notify = "resume" if action == "resume_schedule" else None
+    # The outer transaction lets an unknown name undo the audit row written for it.
+    async with conn.transaction():
+        n = len(
+            await _audited(
+                conn,
+                schema,
+                os_user,
+                action,
+                f"ops_{action}",
+                {"name": name, "os_user": os_user},
+                filter=Jsonb({"schedule": name}),
+                notify=notify,
+            )
+        )
         if not n:
-            await cur.execute(statement(schema, "ops_schedule_exists"), {"name": name})
-            if await cur.fetchone() is None:
-                raise InvalidAction(f"no schedule named {name!r}")
-        await _audit(conn, schema, os_user, action, n, filter=Jsonb({"schedule": name}))
-        if n and action == "resume_schedule":
-            await _notify(conn, schema, "resume")
+            async with conn.cursor() as cur:
+                await cur.execute(statement(schema, "ops_schedule_exists"), {"name": name})
+                if await cur.fetchone() is None:
+                    raise InvalidAction(f"no schedule named {name!r}")
     return n
 
 
@@ -603,26 +625,22 @@ async def set_kind_limits(
     except InvalidLimit as exc:
         raise InvalidAction(str(exc)) from None
     values = limit.row()
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(statement(schema, "ops_set_kind_limits"), {**values, "os_user": os_user})
-        n = len(await cur.fetchall())
-        await _audit(conn, schema, os_user, "set_kind_limits", n, filter=Jsonb(values))
-        await _notify(conn, schema, "limits")
-    return n
+    # The upsert always returns its one row, so the workers are always told.
+    rows = await _audited(
+        conn,
+        schema,
+        os_user,
+        "set_kind_limits",
+        "ops_set_kind_limits",
+        {**values, "os_user": os_user},
+        filter=Jsonb(values),
+        notify="limits",
+    )
+    return len(rows)
 
 
 async def clear_kind_limits(
     conn: psycopg.AsyncConnection, schema: str, kind: str, *, actor: Actor
 ) -> int:
     """Drop the operator's override of `kind`: its declared limits apply again; 1 or 0."""
-    kind = _kind(kind)
-    os_user = _actor(actor)
-    async with conn.transaction(), conn.cursor() as cur:
-        await cur.execute(
-            statement(schema, "ops_clear_kind_limits"), {"kind": kind, "os_user": os_user}
-        )
-        n = len(await cur.fetchall())
-        await _audit(conn, schema, os_user, "clear_kind_limits", n, filter=Jsonb({"kind": kind}))
-        if n:
-            await _notify(conn, schema, "limits")
-    return n
+    return await _kind_action(conn, schema, kind, actor, "clear_kind_limits", notify="limits")

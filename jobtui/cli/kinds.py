@@ -15,7 +15,7 @@ from jobtui.browse import paused_kinds
 from jobtui.cli.args import Args, Commands, positive_int
 from jobtui.cli.errors import CliError
 from jobtui.cli.output import dumps, limits_text, table
-from jobtui.cli.session import out, run_with_connection
+from jobtui.cli.session import flip_named, out, run_with_connection
 from jobtui.inert import clean
 from jobtui.limits import list_kind_limits, parse_rate
 from jobtui.metrics import rate_text
@@ -142,18 +142,9 @@ def cmd_limit(args: Args) -> int:
     return run_with_connection(args, body)
 
 
-def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        n = await action(conn, schema, args.kind, actor=ops.Actor.current())
-        out(clean((changed if n else unchanged).format(args.kind)))
-        return 0
-
-    return run_with_connection(args, body)
-
-
 def cmd_pause(args: Args) -> int:
-    return _flip(args, ops.pause_kind, "paused {}", "{} was already paused")
+    return flip_named(args, args.kind, ops.pause_kind, "paused {}", "{} was already paused")
 
 
 def cmd_resume(args: Args) -> int:
-    return _flip(args, ops.resume_kind, "resumed {}", "{} was not paused")
+    return flip_named(args, args.kind, ops.resume_kind, "resumed {}", "{} was not paused")

@@ -12,7 +12,7 @@ import psycopg
 from jobtui import ops
 from jobtui.cli.args import Args, Commands
 from jobtui.cli.output import age, dumps, table
-from jobtui.cli.session import out, run_with_connection
+from jobtui.cli.session import flip_named, out, run_with_connection
 from jobtui.inert import clean
 from jobtui.models import ScheduleRow
 from jobtui.schedules import list_schedules
@@ -82,21 +82,16 @@ def cmd_list(args: Args) -> int:
     return run_with_connection(args, body)
 
 
-def _flip(args: Args, action: ops.NamedAction, changed: str, unchanged: str) -> int:
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        n = await action(conn, schema, args.name, actor=ops.Actor.current())
-        out(clean((changed if n else unchanged).format(args.name)))
-        return 0
-
-    return run_with_connection(args, body)
-
-
 def cmd_pause(args: Args) -> int:
-    return _flip(args, ops.pause_schedule, "paused schedule {}", "schedule {} was already paused")
+    return flip_named(
+        args, args.name, ops.pause_schedule, "paused schedule {}", "schedule {} was already paused"
+    )
 
 
 def cmd_resume(args: Args) -> int:
-    return _flip(args, ops.resume_schedule, "resumed schedule {}", "schedule {} was not paused")
+    return flip_named(
+        args, args.name, ops.resume_schedule, "resumed schedule {}", "schedule {} was not paused"
+    )
 
 
 def cmd_run_now(args: Args) -> int:

@@ -10,9 +10,11 @@ from collections.abc import Awaitable, Callable
 
 import psycopg
 
+from jobtui import ops
 from jobtui.cli.args import Args
 from jobtui.config import resolve_dsn, resolve_schema
 from jobtui.db import acheck_schema, aconnect
+from jobtui.inert import clean
 from jobtui.sql import quote_schema
 
 Body = Callable[[psycopg.AsyncConnection, str], Awaitable[int]]
@@ -41,6 +43,17 @@ async def _with_conn(args: Args, body: Body) -> int:
 def run_with_connection(args: Args, body: Body) -> int:
     """Run `body(conn, schema)` on one connection whose schema is known to be migrated."""
     return asyncio.run(_with_conn(args, body))
+
+
+def flip_named(args: Args, name: str, action: ops.NamedAction, changed: str, unchanged: str) -> int:
+    """Pause or resume one named thing (a kind, a schedule) and say whether that changed it."""
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        n = await action(conn, schema, name, actor=ops.Actor.current())
+        out(clean((changed if n else unchanged).format(name)))
+        return 0
+
+    return run_with_connection(args, body)
 
 
 def out(text: str = "") -> None:

@@ -56,28 +56,17 @@ RETURNING d.id
 
 -- name: ops_delete_dead_batch
 WITH pick AS MATERIALIZED (
-  SELECT d.id FROM __schema__.dead_letters d
-  WHERE d.id > %(after)s AND d.id <= %(bound)s AND d.died_at <= %(t0)s
-    AND __dead_where__ AND __dead_text__
-  ORDER BY d.id
-  LIMIT %(batch)s
-  FOR UPDATE SKIP LOCKED
+  __dead_pick_batch__
 ), gone AS (
   DELETE FROM __schema__.dead_letters d USING pick WHERE d.id = pick.id RETURNING d.id
 )
 SELECT (SELECT max(id) FROM pick) AS last_id,
        coalesce((SELECT array_agg(id ORDER BY id) FROM gone), '{}') AS ids
 
--- name: ops_cancel_ids
+-- name: ops_cancel_picked
+-- A fragment, not a statement: cancels the rows of a `pick` CTE (jobtui.browse splices it).
 -- One statement decides per row on its latest version: a pending row is finished as cancelled,
 -- a running one is asked to stop (its worker cancels the handler and records the outcome).
--- Rows are locked in id order, so two multi-row cancels never deadlock each other.
-WITH pick AS MATERIALIZED (
-  SELECT j.id FROM __schema__.jobs j
-  WHERE j.id = ANY(%(ids)s::bigint[]) AND j.finished_at IS NULL
-  ORDER BY j.id
-  FOR UPDATE
-)
 UPDATE __schema__.jobs j SET
   finished_at      = CASE WHEN j.locked_at IS NULL THEN now() ELSE j.finished_at END,
   cancelled_at     = CASE WHEN j.locked_at IS NULL THEN now() ELSE j.cancelled_at END,
@@ -87,6 +76,16 @@ WHERE j.id = pick.id
   AND j.finished_at IS NULL
   AND (j.locked_at IS NULL OR NOT j.cancel_requested)
 RETURNING j.id, j.locked_at IS NOT NULL AS running
+
+-- name: ops_cancel_ids
+-- Rows are locked in id order, so two multi-row cancels never deadlock each other.
+WITH pick AS MATERIALIZED (
+  SELECT j.id FROM __schema__.jobs j
+  WHERE j.id = ANY(%(ids)s::bigint[]) AND j.finished_at IS NULL
+  ORDER BY j.id
+  FOR UPDATE
+)
+__cancel_picked__
 
 -- name: ops_jobs_bound
 SELECT max(j.id) AS bound
@@ -102,15 +101,7 @@ WITH pick AS MATERIALIZED (
   LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
 ), done AS (
-  UPDATE __schema__.jobs t SET
-    finished_at      = CASE WHEN t.locked_at IS NULL THEN now() ELSE t.finished_at END,
-    cancelled_at     = CASE WHEN t.locked_at IS NULL THEN now() ELSE t.cancelled_at END,
-    cancel_requested = t.locked_at IS NOT NULL OR t.cancel_requested
-  FROM pick
-  WHERE t.id = pick.id
-    AND t.finished_at IS NULL
-    AND (t.locked_at IS NULL OR NOT t.cancel_requested)
-  RETURNING t.id, t.locked_at IS NOT NULL AS running
+  __cancel_picked__
 )
 SELECT (SELECT max(id) FROM pick) AS last_id,
        coalesce((SELECT array_agg(id ORDER BY id) FROM done), '{}') AS ids,
