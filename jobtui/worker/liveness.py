@@ -60,6 +60,7 @@ class Liveness:
         self.fence_after = interval + (timeout - interval) / 2
         self.last_beat = time.monotonic()  # of the last heartbeat that succeeded
         self._lost_all = False  # handlers were stopped as lost since the last good heartbeat
+        self._deadline: asyncio.TimerHandle | None = None
         self.row = row  # the worker's `workers` row as heartbeat parameters
         self.check_jobs = asyncio.Event()
         self._cancel_noted = 0.0  # monotonic time of the last 'cancel' NOTIFY
@@ -83,6 +84,12 @@ class Liveness:
         self.stats.set_server_time(server, before, time.time())
         was_fenced = self.fenced()
         self.last_beat = sent
+        if self.timeout != NEVER:
+            # A timer, not the loop below: a beat waiting on a lock must not delay this check.
+            if self._deadline is not None:
+                self._deadline.cancel()
+            loop = asyncio.get_running_loop()  # its clock is time.monotonic
+            self._deadline = loop.call_at(sent + self.timeout + 0.01, self._stop_if_lost)
         if was_fenced or self._lost_all:
             self._lost_all = False
             log.warning("worker=%s event=heartbeat_restored; claiming again", self.db.worker_id)
@@ -110,6 +117,13 @@ class Liveness:
         self.dispatcher.interrupt_all("lost")
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if self._deadline is not None:
+                self._deadline.cancel()
+
+    async def _run(self) -> None:
         next_beat = time.monotonic() + self.interval
         while True:
             try:
@@ -128,10 +142,6 @@ class Liveness:
                 next_beat = min(next_beat, time.monotonic() + delay)
             except Exception:
                 log.exception("worker=%s event=liveness_error", self.db.worker_id)
-            self._stop_if_lost()
-            lost_at = self.last_beat + self.timeout + 0.01
-            if time.monotonic() < lost_at:  # do not let our own timeout pass unnoticed
-                next_beat = min(next_beat, lost_at)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, next_beat - time.monotonic())):
                     await self.check_jobs.wait()
