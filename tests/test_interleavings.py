@@ -207,10 +207,17 @@ class Interleavings:
         self.pending[i] = []
 
     def heartbeat(self, w: str, alive: bool) -> None:
+        """Like a worker's liveness link, the beat gives up after a lock timeout: a rescue in an
+        open transaction holds the owner's `workers` row until it ends (worker_rescue)."""
         ago = "0 seconds" if alive else "1 hour"
-        self.admin.execute(
-            "UPDATE workers SET heartbeat_at = now() - %s::interval WHERE id = %s", (ago, w)
-        )
+        try:
+            with self.admin.transaction():
+                self.admin.execute("SET LOCAL lock_timeout = '50ms'")
+                self.admin.execute(
+                    "UPDATE workers SET heartbeat_at = now() - %s::interval WHERE id = %s", (ago, w)
+                )
+        except psycopg.errors.LockNotAvailable:
+            pass  # held back by a rescue's row lock: this beat is lost, as a real one would be
 
     # --------------------------------------------------------------- invariants
 

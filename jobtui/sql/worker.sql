@@ -190,7 +190,9 @@ SELECT id, 'cancelled' FROM cancelled
 -- name: worker_heartbeat
 -- The worker's row: its own liveness settings (rescuers judge its jobs by these), what it runs,
 -- threads it abandoned and outcomes it could not write. Returns the server's clock, which the
--- worker uses for its per-minute statistics.
+-- worker uses for its per-minute statistics. heartbeat_at is the clock when the row is written,
+-- not when the statement began: one that waited for a lock on `workers` (rescuers read it) must
+-- not commit a heartbeat already old.
 INSERT INTO __schema__.workers AS w
   (id, host, pid, kinds, concurrency, running, heartbeat_interval_s, heartbeat_timeout_s,
    abandoned, outcome_errors, last_outcome_error, wakeup_mode, wakeup_note, listen_connected,
@@ -200,7 +202,7 @@ VALUES (%(worker)s, %(host)s, %(pid)s, %(kinds)s::text[], %(concurrency)s, %(run
         %(last_outcome_error)s, %(wakeup_mode)s, %(wakeup_note)s, %(listen_connected)s,
         %(last_wakeup_at)s, %(poll_interval_s)s)
 ON CONFLICT (id) DO UPDATE
-SET heartbeat_at = now(), running = EXCLUDED.running, kinds = EXCLUDED.kinds,
+SET heartbeat_at = clock_timestamp(), running = EXCLUDED.running, kinds = EXCLUDED.kinds,
     concurrency = EXCLUDED.concurrency,
     heartbeat_interval_s = EXCLUDED.heartbeat_interval_s,
     heartbeat_timeout_s = EXCLUDED.heartbeat_timeout_s,
@@ -229,7 +231,13 @@ WHERE locked_by = %(worker)s AND finished_at IS NULL AND locked_at IS NOT NULL
 -- Jobs whose owner is dead, judged by the owner's own settings: a `workers` row whose
 -- heartbeat is older than that row's `heartbeat_timeout_s`, or no row at all for its
 -- locked_by (workers register before they claim). Rows locked without a locked_by (the
--- article's consumer, which never heartbeats) are rescued after the lock timeout. Candidates are read first, then locked only if they are still the same
+-- article's consumer, which never heartbeats) are rescued after the lock timeout.
+-- The owner's row is locked first (FOR UPDATE SKIP LOCKED): READ COMMITTED then judges its
+-- staleness again on the newest committed version (a heartbeat that committed after this
+-- statement's snapshot, e.g. one held back by a lock on `workers`, saves its jobs), a row whose
+-- heartbeat is being written is skipped, and no heartbeat can commit until this rescue has.
+-- Only jobs whose owner row was so locked (or who have no owner row) are candidates. They are
+-- read, then locked only if they are still the same
 -- attempt (same attempts, locked_at, locked_by), so a job rescued and re-claimed meanwhile is
 -- left alone. Then, per job:
 --   cancel requested            -> ends cancelled (a cancel wins), the loss in its history;
@@ -237,14 +245,21 @@ WHERE locked_by = %(worker)s AND finished_at IS NULL AND locked_at IS NOT NULL
 --     unless its id is already in dead_letters (e.g. after TRUNCATE … RESTART IDENTITY): then
 --     it is unlocked with no attempt left ('stuck'), visible, never run again, not lost;
 --   otherwise                   -> back to ready with a "WorkerLost" entry in its history.
-WITH cand AS MATERIALIZED (
+WITH stale AS MATERIALIZED (
+  SELECT w.id
+  FROM __schema__.workers w
+  WHERE w.id <> %(worker)s
+    AND w.heartbeat_at < now() - make_interval(secs => w.heartbeat_timeout_s)
+    AND EXISTS (SELECT 1 FROM __schema__.jobs x
+                WHERE x.locked_by = w.id AND x.finished_at IS NULL AND x.locked_at IS NOT NULL)
+  FOR UPDATE OF w SKIP LOCKED
+), cand AS MATERIALIZED (
   SELECT j.id, j.attempts, j.locked_at, j.locked_by
   FROM __schema__.jobs j
   LEFT JOIN __schema__.workers w ON w.id = j.locked_by
   WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL
     AND j.locked_by IS DISTINCT FROM %(worker)s
-    AND CASE WHEN w.id IS NOT NULL
-             THEN w.heartbeat_at < now() - make_interval(secs => w.heartbeat_timeout_s)
+    AND CASE WHEN w.id IS NOT NULL THEN w.id IN (SELECT id FROM stale)
              WHEN j.locked_by IS NOT NULL THEN true  -- its worker's row is gone: so is it
              ELSE j.locked_at < now() - make_interval(secs => %(lock_timeout)s) END
   ORDER BY j.id
@@ -289,17 +304,18 @@ SELECT fate, id, kind FROM ended
 -- name: worker_bury_exhausted
 -- Unlocked, unfinished rows with no attempt left, of ANY kind (issue 15: a consumer written
 -- from the article gives up by leaving the row so, and such rows can never run): moved to
--- dead_letters. Rows of kinds this worker handles are judged by the effective limit
--- (`%(limits)s`, as in the claim) and keep reason `exhausted`; rows of other kinds (nothing
--- jobtui runs) get reason `exhausted by another consumer`. One statement, rows taken with
+-- dead_letters. Every row is judged by its own `max_attempts`, the limit the claim wrote into it
+-- (one rule: a worker whose handler allows fewer attempts than the row says, e.g. an old one in
+-- a rolling deploy, must not bury a job a newer worker will retry). Rows of kinds this worker
+-- handles keep reason `exhausted`; rows of other kinds (nothing jobtui runs) get reason
+-- `exhausted by another consumer`. One statement, rows taken with
 -- SKIP LOCKED and moved by jobtui_move_to_dead, so workers sweeping at once never move a row
 -- twice. Rows whose id is already in dead_letters are left where they are (see worker_rescue).
 WITH pick AS MATERIALIZED (
-  SELECT x.id, x.kind = ANY(%(kinds)s::text[]) AS ours,
-         coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts) AS lim
+  SELECT x.id, x.kind = ANY(%(kinds)s::text[]) AS ours, x.max_attempts AS lim
   FROM __schema__.jobs x
   WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND NOT x.cancel_requested
-    AND x.attempts >= coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+    AND x.attempts >= x.max_attempts
     AND NOT EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = x.id)
   ORDER BY x.id
   LIMIT 1000

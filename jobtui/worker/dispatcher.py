@@ -3,7 +3,12 @@
 Promises kept: at most `concurrency` handlers hold a slot, counting threads of plain handlers
 that overran their timeout until they really end (`Threads`); running jobs are keyed by
 (id, attempt), so a job rescued from under this worker and claimed again by it is two separate
-attempts, each with its own outcome; a job is started only from a claim that took its row.
+attempts, each with its own outcome; a job is started only from a claim that took its row, and
+only while that claim is fresh: a claim whose reply took longer than `recheck_after` to reach
+its handlers (a stalled loop, a huge reply) is checked again with one query (still locked by
+this worker, same attempt, no cancel requested), so a job rescued and cancelled meanwhile never
+starts. While liveness says this worker may be judged dead (`fenced`), it neither claims nor
+starts: what it claimed then is released unstarted.
 
 Claims: as many ready jobs as there are free slots, woken at once by NOTIFY (the listener) and
 by finishing jobs, with a polling fallback. A second claim, on a second connection, starts
@@ -50,6 +55,7 @@ SLOW_CLAIM_S = 0.05
 LIMITS_REFRESH_S = 5.0
 CONTESTED_RETRY_S = 0.01  # a limited kind another worker was claiming at that moment
 NEVER = float("inf")
+FENCED_POLL_S = 0.1  # while fenced, how often to look whether a heartbeat succeeded again
 
 
 class Dispatcher:
@@ -75,6 +81,12 @@ class Dispatcher:
         self.flusher = flusher
         self.on_slow_claim = on_slow_claim
         self.on_claimed = on_claimed
+        # Liveness's verdict: True while this worker's last heartbeat is too old to claim on.
+        self.fenced: Callable[[], bool] = lambda: False
+        # A claim older than this when its handlers would start is checked again: rescuers may
+        # take its rows once the heartbeat is `heartbeat_timeout` old, and at the claim it may
+        # have been up to `heartbeat_interval` old already.
+        self.recheck_after = max(0.0, settings.heartbeat_timeout - settings.heartbeat_interval) / 4
         self.running: dict[tuple[int, int], Running] = {}
         self.threads = Threads(self.poke)
         self.executor: ThreadPoolExecutor | None = None
@@ -174,7 +186,10 @@ class Dispatcher:
                     free = self.free_slots()
                     now = time.monotonic()
                     wanted = self._more or self._limited_wanted(now)
-                    if free > 0 and wanted and idle and (not self._claims or free >= target):
+                    fenced = self.fenced()
+                    if fenced:
+                        wait = min(wait, FENCED_POLL_S)
+                    elif free > 0 and wanted and idle and (not self._claims or free >= target):
                         self._launch(idle, min(free, limit))
                         continue
                     if free > 0 and self.limited and not self._claims:
@@ -214,6 +229,8 @@ class Dispatcher:
                 rows += fast
             else:
                 fast_n = 0  # no fast claim: it would find nothing, or there was no room
+            if rows and time.monotonic() - t0 > self.recheck_after:
+                rows = await self._still_ours(link, rows, t0)
         except Exception as exc:
             if isinstance(exc, psycopg.Error):
                 delay = link.failed(exc)
@@ -234,8 +251,32 @@ class Dispatcher:
             fast_full = fast_n > 0 and len(rows) == n
             self._more = fast_full or self._pokes != pokes
         if rows:
-            self._start(rows)
+            self._start(rows, "lost" if self.fenced() else None)
             self.on_claimed(t0)
+
+    async def _still_ours(
+        self, link: Link, rows: list[tuple[Any, ...]], t0: float
+    ) -> list[tuple[Any, ...]]:
+        """The rows of a late claim this worker still holds (same attempt); a cancel requested
+        meanwhile is marked on the row (index 5) so the job ends cancelled without starting."""
+        mine = await self.db.my_jobs(link)
+        kept, gone = [], []
+        for row in rows:
+            seen = mine.get(row[0])
+            if seen is None or seen[0] != row[3]:
+                gone.append(row[0])
+            else:
+                kept.append((*row[:5], "cancel") if seen[1] else row)
+        if gone:
+            log.warning(
+                "worker=%s event=claim_taken_meanwhile count=%d ids=%s age_s=%.2f "
+                "reason=no longer locked by this worker when its handlers would start; not started",
+                self.worker_id,
+                len(gone),
+                short_ids(gone),
+                time.monotonic() - t0,
+            )
+        return kept
 
     async def _claim_limited(self, link: Link, n: int, now: float) -> list[tuple[Any, ...]]:
         """Claim from the limited kinds (reading which they are when due); set when to next."""
@@ -283,11 +324,16 @@ class Dispatcher:
 
     # ------------------------------------------------------------------- jobs
 
-    def _start(self, rows: list[tuple[Any, ...]]) -> None:
+    def _start(self, rows: list[tuple[Any, ...]], why: str | None = None) -> None:
+        """Run the handlers of claimed rows; with `why` (or a row marked so by _still_ours),
+        end them unstarted for that reason instead (released, or cancelled)."""
         create = asyncio.get_running_loop().create_task
         now = time.monotonic()
         for row in rows:
             job = Running(row, self.specs[row[1]], self.worker_id, now)
+            stop = row[5] if len(row) > 5 else why
+            if stop is not None:
+                job.interrupt(stop)
             self.running[job.key] = job
             job.task = create(self._run(job))
         self.idle.clear()

@@ -9,6 +9,13 @@ short by a statement timeout well under the heartbeat timeout, then tried again.
 Checking its jobs delivers cancellations (at once: the listener wakes this task on a 'cancel'
 NOTIFY) and stops handlers whose job was rescued from under this worker (seen when the
 database no longer says this worker holds that attempt).
+
+Self-fencing: a worker that cannot heartbeat (its liveness connection cannot reconnect) will be
+judged dead by others, who rescue its jobs. So once its last successful heartbeat is overdue
+(older than halfway between `interval` and `timeout`) it stops claiming and starting jobs
+(`fenced`), and once it is older than
+`timeout` it stops its running handlers as lost (their rows are or will be rescued; an outcome
+for them is refused anyway). It claims again after its next successful heartbeat.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from jobtui.worker.statements import WorkerDB
 from jobtui.worker.stats import StatsBuffer
 
 log = logging.getLogger("jobtui.worker")
+NEVER = float("inf")
 
 
 class Liveness:
@@ -41,12 +49,18 @@ class Liveness:
         stats: StatsBuffer,
         interval: float,
         row: Callable[[], dict[str, Any]],
+        timeout: float = NEVER,
     ) -> None:
         self.db = db
         self.link = link
         self.dispatcher = dispatcher
         self.stats = stats
         self.interval = interval
+        self.timeout = timeout
+        self.fence_after = interval + (timeout - interval) / 2
+        self.last_beat = time.monotonic()  # of the last heartbeat that succeeded
+        self._lost_all = False  # handlers were stopped as lost since the last good heartbeat
+        self._deadline: asyncio.TimerHandle | None = None
         self.row = row  # the worker's `workers` row as heartbeat parameters
         self.check_jobs = asyncio.Event()
         self._cancel_noted = 0.0  # monotonic time of the last 'cancel' NOTIFY
@@ -65,11 +79,51 @@ class Liveness:
 
     async def beat(self) -> None:
         """One heartbeat; it also tells the statistics what time the server says it is."""
-        before = time.time()
+        before, sent = time.time(), time.monotonic()
         server = await self.db.heartbeat(self.link, self.row())
         self.stats.set_server_time(server, before, time.time())
+        was_fenced = self.fenced()
+        self.last_beat = sent
+        if self.timeout != NEVER:
+            # A timer, not the loop below: a beat waiting on a lock must not delay this check.
+            if self._deadline is not None:
+                self._deadline.cancel()
+            loop = asyncio.get_running_loop()  # its clock is time.monotonic
+            self._deadline = loop.call_at(sent + self.timeout + 0.01, self._stop_if_lost)
+        if was_fenced or self._lost_all:
+            self._lost_all = False
+            log.warning("worker=%s event=heartbeat_restored; claiming again", self.db.worker_id)
+            self.dispatcher.poke()
+
+    def fenced(self) -> bool:
+        """True while others may soon judge this worker dead: claim and start nothing."""
+        return time.monotonic() - self.last_beat > self.fence_after
+
+    def _stop_if_lost(self) -> None:
+        """Past our own timeout without a heartbeat: our jobs are or will be rescued."""
+        age = time.monotonic() - self.last_beat
+        if age <= self.timeout or self._lost_all:
+            return
+        self._lost_all = True
+        log.error(
+            "worker=%s event=heartbeat_lost age_s=%.1f timeout_s=%g running=%d "
+            "reason=no heartbeat within this worker's own timeout: its jobs may be rescued; "
+            "stopping its handlers as lost and claiming nothing until a heartbeat succeeds",
+            self.db.worker_id,
+            age,
+            self.timeout,
+            len(self.dispatcher.running),
+        )
+        self.dispatcher.interrupt_all("lost")
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if self._deadline is not None:
+                self._deadline.cancel()
+
+    async def _run(self) -> None:
         next_beat = time.monotonic() + self.interval
         while True:
             try:

@@ -40,6 +40,24 @@ def decode_payload(text: str) -> Any:
         return UndecodablePayload(f"payload could not be decoded: {exc}")
 
 
+# Payload text (characters, all rows of one reply) above which the reply is decoded in a thread:
+# json.loads of ~100 MB holds the event loop for over a second, and the heartbeat shares that
+# loop (seen in tests/test_attack_engine.py). Small replies, the drain's, stay inline.
+DECODE_INLINE_MAX = 1_000_000
+
+
+def _decode_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
+
+
+async def decode_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Claimed rows with their payloads decoded; a large reply off the event loop, one row per
+    thread call, so the loop gets the interpreter back between payloads."""
+    if sum(len(r[2]) for r in rows) <= DECODE_INLINE_MAX:
+        return _decode_rows(rows)
+    return [(await asyncio.to_thread(_decode_rows, [r]))[0] for r in rows]
+
+
 def int_array(values: list[int]) -> str:
     """An int array as a PostgreSQL literal: much cheaper to send than a list of ints, which
     psycopg dumps element by element (the statements cast it with `::bigint[]`)."""
@@ -86,7 +104,7 @@ class WorkerDB:
         rows = await link.fetch(
             sql, {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits}
         )
-        return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
+        return await decode_rows(rows)
 
     async def claim_limited(
         self, link: Link, kinds: list[str], want: int
@@ -96,7 +114,7 @@ class WorkerDB:
         got = await limits.claim_limited(
             await link.connection(), self.q.schema, self.worker_id, kinds, want, self.limits
         )
-        return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in got], got
+        return await decode_rows(got), got
 
     async def limited_kinds(self, link: Link) -> set[str]:
         """Kinds with an effective limit right now."""
@@ -176,9 +194,7 @@ class WorkerDB:
         return [(r[0], r[1], r[2]) for r in rows]
 
     async def bury_exhausted(self, link: Link, kinds: list[str]) -> list[tuple[str, int, str]]:
-        rows = await link.fetch(
-            self.q.worker_bury_exhausted, {"kinds": kinds, "limits": self.limits}
-        )
+        rows = await link.fetch(self.q.worker_bury_exhausted, {"kinds": kinds})
         return [("dead", r[0], r[1]) for r in rows]
 
     async def finish_cancelled(self, link: Link) -> int:

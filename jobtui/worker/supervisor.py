@@ -173,9 +173,16 @@ class Worker:
             self.id, s, self._specs, self._db, claim_links, self._flusher, self._want_analyze
         )
         self._liveness = Liveness(
-            self._db, live_link, d, self._flusher.stats, s.heartbeat_interval, self._row
+            self._db,
+            live_link,
+            d,
+            self._flusher.stats,
+            s.heartbeat_interval,
+            self._row,
+            s.heartbeat_timeout,
         )
         d.on_claimed = self._liveness.claimed
+        d.fenced = self._liveness.fenced
         listen_dsn = s.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or self.dsn
         self._wakeups = Wakeups(self.id, s.poll_interval, listen_dsn != self.dsn)
         self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)

@@ -219,18 +219,14 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
         "  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = g.id)",
         ids,
     )
+    # A start after a cancel committed: its own start time after the operator saw the cancel
+    # commit, or the job already cancelled (finished) in the database when the handler began.
     after_cancel = one(
-        "SELECT count(*) FROM hetero_ledger l JOIN chaos_cancels c ON c.job_id = l.job_id "
-        "WHERE l.claimed_at > c.at"
+        "SELECT count(*) FROM hetero_ledger l WHERE l.cancelled_at IS NOT NULL "
+        "OR EXISTS (SELECT 1 FROM chaos_cancels c WHERE c.job_id = l.job_id "
+        "AND l.started_at > c.at)"
     )
-    over = 0
-    for kind, limit in hetero_app.LIMITS.items():
-        over += one(
-            "SELECT count(*) FROM (SELECT job_id FROM hetero_ledger WHERE kind = %s "
-            "GROUP BY job_id HAVING max(attempt) > %s) x",
-            kind,
-            limit,
-        )
+    over, repeats = _over_limit(conn, fleet)
     # History of every job, wherever it ended: (job, attempt) -> [(error, at)].
     history: dict[tuple[int, int], list[tuple[str, datetime]]] = {}
     for job_id, attempt, error, at in conn.execute(
@@ -275,10 +271,43 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
         "lost": lost,
         "started after cancel": after_cancel,
         "over effective max_attempts": over,
+        "starts again after a shutdown release (allowed)": repeats,
         **figures,
         "workers killed": len(fleet.killed),
         "workers rolled (SIGTERM, new settings)": len(fleet.terminated),
     }
+
+
+def _over_limit(conn: psycopg.Connection, fleet: Fleet) -> tuple[int, int]:
+    """Jobs with more counted attempts than their effective limit, and starts repeated after a
+    shutdown release. README: attempts count unless released at shutdown (the attempt is given
+    back, so the next start has the same number). A start whose number repeats the one before it
+    counts as an attempt of its own unless that earlier start's worker was SIGTERMed after it
+    began; so a job is over when its counted starts exceed its kind's limit. A requeue from dead
+    letters (the number drops) starts a fresh count."""
+    over, repeats = 0, 0
+    counted: dict[int, int] = {}
+    previous: dict[int, tuple[int, int, datetime]] = {}
+    rows = conn.execute(
+        "SELECT job_id, kind, attempt, pid, started_at FROM hetero_ledger "
+        "ORDER BY job_id, started_at"
+    ).fetchall()
+    kinds: dict[int, str] = {}
+    for job_id, kind, attempt, pid, started in rows:
+        kinds[job_id] = kind
+        prev = previous.get(job_id)
+        term = fleet.terminated.get(prev[1]) if prev else None
+        if prev and attempt < prev[0]:
+            counted[job_id] = 1  # requeued from dead letters: a fresh set of attempts
+        elif prev and prev[0] == attempt and term is not None and term >= prev[2]:
+            repeats += 1
+        else:
+            counted[job_id] = counted.get(job_id, 0) + 1
+        previous[job_id] = (attempt, pid, started)
+    for job_id, n in counted.items():
+        if n > hetero_app.LIMITS[kinds[job_id]]:
+            over += 1
+    return over, repeats
 
 
 def _classify(

@@ -1,8 +1,11 @@
 """Handlers of the heterogeneous chaos run: plain and async, well-behaved and not.
 
 Every execution writes a ledger row from its own connection: which job and attempt, which
-worker process, when the attempt was claimed (the row's `locked_at`, read at start), when the
-handler started and ended. The run is judged from this ledger, not from what workers report.
+worker process, when the handler started (its own clock, taken before anything else, so a
+write delayed by a database restart does not move it) and ended, and two readings taken from
+the database independently of whether this worker still holds the row: the attempt's
+`locked_at` if it does (NULL otherwise), and the job's `cancelled_at` and `cancel_requested`
+whatever holds it. The run is judged from this ledger, not from what workers report.
 
 - `h_plain`: plain, polls its cancel event, fails at random; handler limit 3 (rows say 5).
 - `h_async`: async, fails at random; no handler limit (rows are enqueued with 4).
@@ -17,6 +20,7 @@ import asyncio
 import os
 import random
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from chaos_app import _write  # the ledger writer that rides out a database restart
@@ -39,17 +43,20 @@ CREATE TABLE hetero_ledger (
   pid        int not null,
   worker     text not null,
   claimed_at timestamptz,
-  started_at timestamptz not null default clock_timestamp(),
+  cancelled_at timestamptz,
+  started_at timestamptz not null,
   ended_at   timestamptz
 )"""
 
 
 def start(job_id: int, attempt: int, kind: str, worker: str) -> int:
+    at = datetime.now(UTC)
     return _write(
-        "INSERT INTO hetero_ledger (job_id, attempt, kind, pid, worker, claimed_at) "
-        "VALUES (%s, %s, %s, %s, %s, (SELECT locked_at FROM jobs WHERE id = %s "
-        "AND attempts = %s AND locked_by = %s)) RETURNING entry",
-        (job_id, attempt, kind, os.getpid(), worker, job_id, attempt, worker),
+        "INSERT INTO hetero_ledger (job_id, attempt, kind, pid, worker, started_at, claimed_at, "
+        "cancelled_at) VALUES (%s, %s, %s, %s, %s, %s, (SELECT locked_at FROM jobs WHERE id = %s "
+        "AND attempts = %s AND locked_by = %s), (SELECT cancelled_at FROM jobs WHERE id = %s)) "
+        "RETURNING entry",
+        (job_id, attempt, kind, os.getpid(), worker, at, job_id, attempt, worker, job_id),
     )
 
 
