@@ -127,3 +127,21 @@ async def deliver_webhook(payload: dict[str, Any]) -> None:
             raise ConnectionRefusedError(111, "Connection refused")
         except ConnectionRefusedError as exc:
             raise HTTPError(503, "Service Unavailable", endpoint) from exc
+
+
+# Periodic jobs, so the Schedules tab has something to show: each tick is enqueued once however
+# many workers run (jobtui.schedules).
+registry.schedule(
+    "ops digest",
+    "* * * * *",
+    "send_email",
+    {"campaign": "ops-digest", "recipients": ["ops@example.com"]},
+)
+registry.schedule(
+    "monthly report",
+    "0 6 1 * *",
+    "generate_report",
+    {"period": "2026-11"},
+    timezone="Europe/Berlin",
+    missed="latest",
+)
