@@ -18,9 +18,10 @@ never run (resuming starts from the moment of resuming). DST: see jobtui.cron.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -38,6 +39,8 @@ DEFAULT_GRACE = timedelta(seconds=60)
 # its housekeepers has 60; more than this means the clock jumped, and the rest count as missed.
 MAX_TICKS_PER_CALL = 600
 
+
+log = logging.getLogger("jobtui.schedules")
 
 class InvalidSchedule(ValueError):
     """A schedule declaration that cannot be used; str() says which field and why."""
@@ -173,7 +176,12 @@ async def enqueue_due_ticks(
             now = clock["statement_timestamp"]
         await cur.execute(q.schedules_due, {"names": wanted, "now": now})
         for row in await cur.fetchall():
-            done += await _enqueue_schedule(conn, schema, row, now, grace)
+            try:
+                done += await _enqueue_schedule(conn, schema, row, now, grace)
+            except cron.InvalidCron as exc:
+                # Another app version may have written a cron or zone this one cannot read;
+                # that schedule waits for a worker that can, and the others still tick.
+                log.warning("schedule=%r event=schedule_unreadable error=%s", row["name"], exc)
     return done
 
 
@@ -233,12 +241,16 @@ async def list_schedules(conn: psycopg.AsyncConnection, schema: str) -> list[Sch
     """Every schedule with its next tick, last run and that run's state, by name."""
     cur = await conn.execute(queries(schema).schedules_list)
     rows = await cur.fetchall()
+    cur = await conn.execute(queries(schema).schedules_now)
+    clock = await cur.fetchone()
+    assert clock is not None
+    server_now: datetime = clock[0]  # the database's clock, never this machine's
     listed = []
     for r in rows:
         row = ScheduleRow(*r)
         if row.next_tick is None and row.paused_at is None:
             try:  # not looked at by a worker yet (just declared, resumed or changed)
-                upcoming = cron.next_tick(row.cron, row.timezone, datetime.now(UTC))
+                upcoming = cron.next_tick(row.cron, row.timezone, server_now)
             except cron.InvalidCron:
                 upcoming = None
             row = dataclasses.replace(row, next_tick=upcoming)

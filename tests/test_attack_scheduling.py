@@ -129,12 +129,6 @@ def test_bad_schedule_from_code_is_refused_at_declaration(cron_expr: str, tz: st
     assert "\n" not in str(info.value) and "'s'" in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack13: one schedule row this worker cannot evaluate (written by another app "
-    "version: a time zone or cron syntax its tzdata/cronsim lack) makes enqueue_due_ticks raise "
-    "InvalidCron for the whole round, so every other schedule of the worker stops ticking",
-)
 async def test_one_unreadable_schedule_row_does_not_stop_the_others(
     aconn: psycopg.AsyncConnection,
 ) -> None:
@@ -156,13 +150,6 @@ async def test_one_unreadable_schedule_row_does_not_stop_the_others(
 # ------------------------------------------------------------------ limits
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack13: a delayed (or retried, with back-off) job of a limited kind starts only "
-    "at the worker's next 5 s limits refresh (LIMITS_REFRESH_S), not within poll_interval: "
-    "after a limited claim finds nothing ready the dispatcher sets _limited_due = NEVER and "
-    "the poll timeout only sets _more",
-)
 async def test_delayed_jobs_of_a_limited_kind_start_on_time(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:

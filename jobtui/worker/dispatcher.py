@@ -297,7 +297,10 @@ class Dispatcher:
         elif len(rows) == n:
             self._limited_due = 0.0  # no slot left to fill: there may be more
         else:
-            self._limited_due = NEVER  # nothing ready: a NOTIFY or a completion wakes
+            # Nothing ready now: a NOTIFY or a completion wakes it sooner, and like the fast
+            # claim it looks again after the polling interval (a delayed or retried job of a
+            # limited kind comes due without any NOTIFY).
+            self._limited_due = after + self.poll_interval
         return rows
 
     async def _release_orphans_after_failure(self, link: Link) -> None:
