@@ -219,12 +219,14 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
         "  AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = g.id)",
         ids,
     )
-    # A start after a cancel committed: its own start time after the operator saw the cancel
-    # commit, or the job already cancelled (finished) in the database when the handler began.
+    # A start after a cancel committed: an attempt claimed after the operator saw the cancel
+    # commit (its start time when the claim is unknown, i.e. the row was rescued meanwhile),
+    # or the job already cancelled (finished) in the database when the handler began. A job
+    # claimed before the cancel is running: its handler may start and is then stopped.
     after_cancel = one(
         "SELECT count(*) FROM hetero_ledger l WHERE l.cancelled_at IS NOT NULL "
         "OR EXISTS (SELECT 1 FROM chaos_cancels c WHERE c.job_id = l.job_id "
-        "AND l.started_at > c.at)"
+        "AND coalesce(l.claimed_at, l.started_at) > c.at)"
     )
     over, repeats = _over_limit(conn, fleet)
     # History of every job, wherever it ended: (job, attempt) -> [(error, at)].
