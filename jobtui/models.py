@@ -165,6 +165,10 @@ class KindFigures:
     concurrency_limit: int | None = None  # effective limits from kind_limits
     per_worker_limit: int | None = None
     rate_limit: str | None = None  # like "100/m" or "5/s"
+    # Drain estimate (issue 12): backlog ÷ (completion rate − arrival rate) over the window.
+    arrived_per_min: float = 0.0  # jobs of this kind created per minute over the window
+    drain_s: float | None = None  # seconds until the backlog is gone; None: empty or not draining
+    not_draining: bool = False  # a backlog exists and arrivals keep up with completions
 
 
 @dataclass(frozen=True)

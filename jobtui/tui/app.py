@@ -1,7 +1,7 @@
 """The operations console: five tabs over one database connection, refreshed without stacking.
 
 BINDINGS (app-wide):
-    1 2 3 4 5   Overview, Jobs, Dead letters, Workers, Schedules
+    1 2 3 4 5 6 Overview, Jobs, Dead letters, Workers, Schedules, Database
     p           pause / resume live refresh
     + / -       refresh faster / slower
     ?           help (every binding, with the keys in effect)
@@ -53,6 +53,7 @@ from jobtui.tui.host import (
     WriteAsked,
 )
 from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
+from jobtui.tui.panes.database import DatabasePane
 from jobtui.tui.panes.dead import DeadPane
 from jobtui.tui.panes.jobs import JobsPane
 from jobtui.tui.panes.overview import OverviewPane
@@ -68,13 +69,14 @@ from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
 from jobtui.tui.write_controller import WriteController
 
-TABS = ("overview", "jobs", "dead", "workers", "schedules")
+TABS = ("overview", "jobs", "dead", "workers", "schedules", "database")
 TAB_TITLES = {
     "overview": "Overview",
     "jobs": "Jobs",
     "dead": "Dead letters",
     "workers": "Workers",
     "schedules": "Schedules",
+    "database": "Database",
 }
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
@@ -94,6 +96,7 @@ class JobtuiApp(App[int]):
         Binding("3", "tab('dead')", "Dead", show=False, id="tab.dead"),
         Binding("4", "tab('workers')", "Workers", show=False, id="tab.workers"),
         Binding("5", "tab('schedules')", "Schedules", show=False, id="tab.schedules"),
+        Binding("6", "tab('database')", "Database", show=False, id="tab.database"),
         Binding("p", "toggle_refresh", "Pause", id="refresh.pause"),
         Binding("plus,equals_sign", "refresh_step(-1)", "Faster", show=False, id="refresh.faster"),
         Binding("minus", "refresh_step(1)", "Slower", show=False, id="refresh.slower"),
@@ -150,6 +153,8 @@ class JobtuiApp(App[int]):
                 yield WorkersPane(id="workers-pane")
             with TabPane("5 Schedules", id="schedules"):
                 yield SchedulesPane(id="schedules-pane")
+            with TabPane("6 Database", id="database"):
+                yield DatabasePane(id="database-pane")
         yield ConsoleFooter()
 
     def on_mount(self) -> None:
@@ -414,6 +419,7 @@ class JobtuiApp(App[int]):
             ("Dead letters", rows(DeadPane.BINDINGS)),
             ("Workers", rows(WorkersPane.BINDINGS)),
             ("Schedules", rows(SchedulesPane.BINDINGS)),
+            ("Database", rows(DatabasePane.BINDINGS)),
             ("Detail", rows(DetailScreen.BINDINGS)),
             ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
         ]

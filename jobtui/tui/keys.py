@@ -27,6 +27,7 @@ HELP_TEXT = {
     "tab.dead": "Dead letters tab",
     "tab.workers": "Workers tab",
     "tab.schedules": "Schedules tab",
+    "tab.database": "Database tab",
     "refresh.pause": "pause / resume live refresh",
     "refresh.faster": "refresh more often",
     "refresh.slower": "refresh less often",
