@@ -85,7 +85,7 @@ BLOCKED_RECHECK_S = 0.5
 class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = ["app.tcss", "panes/database.tcss"]  # noqa: RUF012 - Textual reads it once
     TITLE = "jobtui"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
