@@ -32,7 +32,7 @@ from jobtui.db import connect
 from jobtui.jobspec import (  # re-exported: they were defined here before
     DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS,
 )
-from jobtui.jobspec import InvalidJob, JobSpec
+from jobtui.jobspec import InvalidJob, JobSpec, payload_json
 from jobtui.sql import Queries, notify_channel, queries
 
 # A keyed insert that finds neither an existing job nor room (a racing producer committed after
@@ -92,6 +92,37 @@ def _prepare(item: JobSpec | Mapping[str, Any]) -> Prepared:
     text = spec.payload_json()
     spec.validated_without_payload()
     return spec, text
+
+
+_PLAIN = frozenset({"kind", "payload"})
+
+
+def _prepare_all(items: Iterable[JobSpec | Mapping[str, Any]]) -> list[Prepared]:
+    """`_prepare` for a batch, with the common case made cheap.
+
+    Most bulk jobs are plain `{"kind": …, "payload": …}` dicts of a few kinds. For those only the
+    payload differs from job to job, and the payload is sent as its JSON text, so one validated
+    spec per kind is shared and only the payload is encoded: the same checks, done once per kind
+    instead of once per job (about half the Python time of a 20,000-job call).
+    """
+    by_kind: dict[Any, JobSpec] = {}
+    out: list[Prepared] = []
+    for item in items:
+        if type(item) is dict and item.keys() <= _PLAIN and "kind" in item:
+            kind = item["kind"]
+            spec = by_kind.get(kind) if isinstance(kind, str) else None
+            if spec is None:
+                spec, _ = _prepare({"kind": kind})
+                if isinstance(kind, str):
+                    by_kind[kind] = spec
+            payload = item.get("payload", _NO_PAYLOAD)
+            out.append((spec, "{}" if payload is _NO_PAYLOAD else payload_json(payload)))
+        else:
+            out.append(_prepare(item))
+    return out
+
+
+_NO_PAYLOAD: Any = object()
 
 
 _FIELDS = frozenset(
@@ -303,7 +334,7 @@ def enqueue_many(
     1 000 COPY rows and once at the end.
     """
     schema = resolve_schema(schema)
-    specs = [_prepare(item) for item in jobs]
+    specs = _prepare_all(jobs)
     if isinstance(target, psycopg.AsyncConnection):
         return _enqueue_many_async(target, _Batch(specs, schema), on_progress)
     if isinstance(target, str):

@@ -96,20 +96,24 @@ class JobSpec:
 
     def payload_json(self) -> str:
         """The payload as JSON text, refusing what PostgreSQL's jsonb cannot store."""
-        try:
-            text = _ENCODER.encode(self.payload)
-        except RecursionError:
-            raise InvalidJob("payload is nested too deeply to store") from None
-        except (TypeError, ValueError) as exc:
-            raise InvalidJob(f"payload is not JSON-serialisable: {exc}") from None
-        if "\\u0000" in text:
-            raise InvalidJob(
-                "payload contains a NUL character, which PostgreSQL jsonb cannot store"
-            )
+        return payload_json(self.payload)
+
+
+def payload_json(payload: Any) -> str:
+    """`payload` as JSON text, refusing what PostgreSQL's jsonb cannot store."""
+    try:
+        text = _ENCODER.encode(payload)
+    except RecursionError:
+        raise InvalidJob("payload is nested too deeply to store") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob(f"payload is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in text:
+        raise InvalidJob("payload contains a NUL character, which PostgreSQL jsonb cannot store")
+    if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidJob(
                 "payload contains a lone surrogate (text that is not valid Unicode)"
             ) from None
-        return text
+    return text

@@ -107,3 +107,33 @@ def test_enqueue_many_round_trips_text_that_copy_must_escape(conn: psycopg.Conne
     enqueue_many(conn, [{"kind": kind, "payload": payload}, {"kind": "plain", "payload": [None]}])
     rows = conn.execute("SELECT kind, payload FROM jobs ORDER BY id").fetchall()
     assert rows == [(kind, payload), ("plain", [None])]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"kind": "k", "payload": {"x": "a\x00b"}}, "NUL"),
+        ({"kind": "k", "payload": {"x": "\ud800"}}, "lone surrogate"),
+        ({"kind": "k", "payload": {"x": object()}}, "not JSON-serialisable"),
+        ({"kind": " ", "payload": {}}, "non-empty"),
+        ({"kind": 7, "payload": {}}, "non-empty"),
+    ],
+)
+def test_enqueue_many_plain_dicts_get_every_check(
+    conn: psycopg.Connection, bad: dict, message: str
+) -> None:
+    """Plain {kind, payload} dicts take a cheaper path in a batch; it must refuse the same jobs."""
+    jobs = [{"kind": "k", "payload": {"i": i}} for i in range(3)] + [bad]
+    with pytest.raises(InvalidJob, match=message):
+        enqueue_many(conn, jobs)
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
+
+
+def test_enqueue_many_plain_dicts_keep_defaults_and_null_payloads(conn: psycopg.Connection) -> None:
+    enqueue_many(
+        conn, [{"kind": "a"}, {"kind": "a", "payload": None}, {"kind": "b", "payload": "é"}]
+    )
+    rows = conn.execute(
+        "SELECT kind, payload, max_attempts, priority FROM jobs ORDER BY id"
+    ).fetchall()
+    assert rows == [("a", {}, 5, 0), ("a", None, 5, 0), ("b", "é", 5, 0)]
