@@ -98,7 +98,7 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--concurrency",
         metavar="SYS=N[,SYS=N]",
-        help="worker concurrency per system (default jobtui=200,pgqueuer=100,procrastinate=20;"
+        help="worker concurrency per system (default jobtui=200,pgqueuer=100,procrastinate=200;"
         " PgQueuer's is its batch size)",
     )
     parser.add_argument(
