@@ -23,6 +23,7 @@ from typing import Any
 from jobtui.config import InvalidDuration, format_duration, parse_duration
 from jobtui.models import KindFigures, Snapshot
 
+NOT_DRAINING = "not draining"
 QUEUE = "*"  # the `kind` of a whole-queue verdict (the worker's "every kind" spelling)
 
 
@@ -88,7 +89,8 @@ class Measure:
         if self.unit == "duration":
             return format_duration(value)
         if self.unit == "ratio":
-            return f"{value:.0%}" if value * 100 == round(value * 100) else f"{value:.1%}"
+            whole = math.isclose(value * 100, round(value * 100), abs_tol=1e-9)
+            return f"{value:.0%}" if whole else f"{value:.1%}"
         return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
@@ -107,12 +109,23 @@ def _ratio(r: float) -> Reading:
 
 def _drain(k: KindFigures) -> Reading:
     if k.not_draining:
-        return Reading(math.inf, "not draining")
+        return Reading(math.inf, NOT_DRAINING)
     return _duration(k.drain_s)
 
 
 def _unhandled_ready(k: KindFigures) -> Reading:
     return _count(0 if k.handled else k.ready)
+
+
+def _drain_phrase(shown: str, limit: str | None) -> str:
+    if shown == NOT_DRAINING:
+        return f"{NOT_DRAINING} (arrivals keep up with completions)"
+    return f"drain time {shown}" + ("" if limit is None else f" > {limit}")
+
+
+def _no_worker_phrase(shown: str, limit: str | None) -> str:
+    over = "" if limit in (None, "0") else f" > {limit}"
+    return f"no live worker handles it ({shown} ready{over})"
 
 
 def _replica_lag(snap: Snapshot) -> Reading:
@@ -154,9 +167,13 @@ MEASURES: dict[str, Measure] = {
             lambda k: _ratio(k.failure_rate),
             lambda s: _ratio(s.failure_rate),
         ),
-        Measure("drain_time", "drain time", "duration", of_kind=_drain),
+        Measure("drain_time", "drain time", "duration", of_kind=_drain, phrase=_drain_phrase),
         Measure(
-            "no_worker", "ready jobs no live worker handles", "count", of_kind=_unhandled_ready
+            "no_worker",
+            "ready jobs no live worker handles",
+            "count",
+            of_kind=_unhandled_ready,
+            phrase=_no_worker_phrase,
         ),
         Measure("replica_lag", "replica lag", "duration", of_queue=_replica_lag),
     )
