@@ -279,6 +279,16 @@ def evaluate(snap: Snapshot, rules: AlertRules) -> list[Firing]:
     return [v for v in assess(snap, rules) if v.firing]
 
 
+def by_kind(firings: list[Firing]) -> dict[str, dict[str, Level]]:
+    """{kind: {rule: level}} of what fires, so a table can mark a kind's cells by its rules
+    (the Overview's age and failure columns) instead of thresholds of its own."""
+    found: dict[str, dict[str, Level]] = {}
+    for f in firings:
+        if f.firing:
+            found.setdefault(f.kind, {})[f.rule] = f.level
+    return found
+
+
 # --- the config file's [alerts] table -------------------------------------------------------
 
 

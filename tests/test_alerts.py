@@ -279,13 +279,25 @@ def test_drain_rule_on_the_estimate_fields(figures: KindFigures, level: Level, t
     assert verdict.firing == (level > Level.OK)
 
 
+def test_a_paused_kind_says_so_and_by_kind_groups_the_firings() -> None:
+    snap = _snap(
+        KindFigures(kind="a", ready=3, oldest_ready_age_s=4000.0, paused=True, handled=False),
+        KindFigures(kind="b", ready=1, oldest_ready_age_s=10.0),
+    )
+    firings = alerts.evaluate(snap, AlertRules())
+    assert [(f.rule, f.kind, f.level, f.text) for f in firings] == [
+        ("oldest_ready", "a", Level.CRIT, "a: oldest ready job 1h06m > 30m00s (kind paused)"),
+        ("no_worker", "a", Level.WARN, "a: no live worker handles it (3 ready) (kind paused)"),
+    ]
+    assert alerts.by_kind(firings) == {"a": {"oldest_ready": Level.CRIT, "no_worker": Level.WARN}}
+
+
 def test_drain_fields_in_prometheus() -> None:
     snap = _snap(
         KindFigures(kind="a", ready=5, arrived_per_min=2.0, drain_s=90.0),
         KindFigures(kind="b", ready=5, arrived_per_min=9.0, not_draining=True),
     )
-    args = type("Args", (), {"prometheus": True, "json": False})()
-    samples = parse_prometheus(render([drain_section(snap), Section()], args))
+    samples = parse_prometheus(render([drain_section(snap), Section()], prometheus=True))
     assert samples[("jobtui_kind_drain_seconds", (("kind", "a"),))] == 90
     assert ("jobtui_kind_drain_seconds", (("kind", "b"),)) not in samples
     assert samples[("jobtui_kind_not_draining", (("kind", "b"),))] == 1

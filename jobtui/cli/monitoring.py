@@ -198,11 +198,11 @@ def stats_sections(snap: Snapshot, rules: AlertRules) -> list[Section]:
     return [queue_section(snap), drain_section(snap), alerts_section(alerts.assess(snap, rules))]
 
 
-def render(sections: Sequence[Section], args: Args) -> str:
-    """The sections in the format `args` asked for."""
-    if args.prometheus:
+def render(sections: Sequence[Section], *, prometheus: bool = False, json: bool = False) -> str:
+    """The sections as Prometheus text, one JSON object, or text for people."""
+    if prometheus:
         return "".join(line + "\n" for s in sections for line in s.prometheus)
-    if args.json:
+    if json:
         merged: dict[str, Any] = {}
         for s in sections:
             merged.update(s.json)
@@ -215,7 +215,7 @@ def cmd_stats(args: Args) -> int:
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         snap = await snapshot(conn, schema, window_minutes=max(1, round(args.window / 60)))
-        text = render(stats_sections(snap, rules), args)
+        text = render(stats_sections(snap, rules), prometheus=args.prometheus, json=args.json)
         if args.output:
             _write_atomically(Path(args.output), text)
         else:
