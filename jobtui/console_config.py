@@ -1,19 +1,24 @@
-"""The console's settings: refresh interval, age thresholds, read-only flag and key map.
+"""The config file: the console's settings, its key map, and the alert rules every surface uses.
 
-Read from one TOML file (`$JOBTUI_CONFIG`, else `~/.config/jobtui/config.toml`) by one function
-that tests can point elsewhere. Kept free of textual so the CLI can validate a config file
-without starting the UI.
+Read from one TOML file (`$JOBTUI_CONFIG`, else `~/.config/jobtui/config.toml`, or `--config`)
+by one function that tests can point elsewhere. Kept free of textual so the CLI (`check`,
+`stats`) can read the alert rules and validate the file without starting the UI.
 
     [console]
     refresh = "2s"
-    oldest_warn = "5m"
-    oldest_crit = "30m"
     read_only = false
     env = "prod"                   # a banner naming the environment (--env overrides)
     env_danger_pattern = "prod*"   # comma-separated globs: the banner is red when env matches
 
     [keys]
     requeue = "r,R"      # binding id = key[,key]
+
+    [alerts]             # for every kind; see jobtui.alerts (rules not named keep defaults)
+    oldest_ready = { warn = "5m", crit = "30m" }
+    [alerts.kinds."export_*"]
+    failure_rate = false
+
+`[console] oldest_warn` / `oldest_crit` are the older spelling of `[alerts] oldest_ready`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from jobtui.alerts import AlertRules, InvalidRule, Threshold, parse_rules
 from jobtui.config import InvalidDuration, parse_duration
 
 MIN_REFRESH_S = 0.5
@@ -51,6 +57,9 @@ class ConsoleConfig:
     heartbeat_timeout_s: float = 30.0
     env: str | None = None
     env_danger_pattern: str = "prod*"
+    # The alert rules (console alarm list, `check`, Prometheus). `oldest_warn_s`/`oldest_crit_s`
+    # above are the default oldest_ready rule's levels, kept for the Overview's colours.
+    alerts: AlertRules = field(default_factory=AlertRules)
 
     def with_(self, **changes: Any) -> ConsoleConfig:
         """A copy with some fields changed (e.g. the CLI's `--read-only`)."""
@@ -91,7 +100,7 @@ def _keys(where: str, value: object) -> str:
 
 def parse_console_config(data: Mapping[str, Any], where: str = "config") -> ConsoleConfig:
     """Build a ConsoleConfig from parsed TOML; unknown keys are errors so typos surface."""
-    unknown = set(data) - {"console", "keys"}
+    unknown = set(data) - {"console", "keys", "alerts"}
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}")
     console = data.get("console", {})
@@ -144,6 +153,7 @@ def parse_console_config(data: Mapping[str, Any], where: str = "config") -> Cons
     crit = changes.get("oldest_crit_s", cfg.oldest_crit_s)
     if crit < warn:
         raise ConfigError(f"{where}: [console] oldest_crit must not be below oldest_warn")
+    changes.update(_alerts(where, data.get("alerts", {}), console, Threshold(warn, crit)))
     keymap: dict[str, str] = {}
     for binding_id, value in keys.items():
         if not _BINDING_ID.match(str(binding_id)):
@@ -151,6 +161,24 @@ def parse_console_config(data: Mapping[str, Any], where: str = "config") -> Cons
         keymap[str(binding_id)] = _keys(f"{where}: [keys] {binding_id}", value)
     changes["keymap"] = keymap
     return replace(cfg, **changes)
+
+
+def _alerts(
+    where: str, table: object, console: Mapping[str, Any], oldest: Threshold
+) -> dict[str, Any]:
+    """The alert rules, and the Overview's oldest-ready levels taken from their default."""
+    older = oldest if {"oldest_warn", "oldest_crit"} & set(console) else None
+    try:
+        rules = parse_rules(table, oldest_ready=older)
+    except InvalidRule as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    default = rules.kind_defaults.get("oldest_ready", Threshold())
+    warn = default.warn if default.warn is not None else default.crit
+    return {
+        "alerts": rules,
+        "oldest_warn_s": float("inf") if warn is None else warn,
+        "oldest_crit_s": float("inf") if default.crit is None else default.crit,
+    }
 
 
 def load_console_config(

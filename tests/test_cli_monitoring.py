@@ -116,7 +116,10 @@ def test_the_validator_rejects_broken_text() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "status"),
     [
-        ([], 0, "OK"),
+        # No flags: the config file's alert rules, here the built-in ones (deliberately changed
+        # by issue 12 item 4; before, `check` alone checked nothing): a 20-minute-old ready
+        # job, dead letters and a kind no worker handles each warn.
+        ([], 1, "WARNING"),
         (["--max-ready", "5"], 0, "OK"),
         (["--max-ready", "4"], 1, "WARNING"),
         (["--max-ready", "2"], 2, "CRITICAL"),
@@ -141,6 +144,14 @@ def test_check_exit_codes(
     assert len(lines) == 1 and lines[0].startswith(f"JOBTUI {status} - "), proc.stdout
     assert " | oldest_ready_age=" in lines[0]
     assert proc.stderr == ""
+    if code:  # every problem names its rule
+        summary = lines[0].split(" - ", 1)[1].split(" | ")[0]
+        for problem in summary.split("; "):
+            assert problem.endswith(("[oldest_ready]", "[dead_letters]", "[ready]", "[no_worker]"))
+    if not args:
+        assert "send_email: oldest ready job 20m" in lines[0] and "[oldest_ready]" in lines[0]
+        assert "export_crm: dead letters 3 > 0 [dead_letters]" in lines[0]
+        assert "send_email: no live worker handles it (5 ready) [no_worker]" in lines[0]
 
 
 def test_check_unknown(empty_dsn: str) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from jobtui.alerts import DEFAULT_KIND_RULES, Threshold
 from jobtui.console_config import (
     ConfigError,
     ConsoleConfig,
@@ -29,6 +30,7 @@ def test_defaults_when_the_default_file_is_absent(tmp_path: Path) -> None:
         1800.0,
         False,
     )
+    assert cfg.alerts.for_kind("any") == DEFAULT_KIND_RULES and cfg.alerts.queue == {}
 
 
 def test_path_from_environment_and_xdg(tmp_path: Path) -> None:
@@ -50,12 +52,20 @@ page_size = 50
 [keys]
 requeue = "R"
 "refresh.pause" = "z, ctrl+z"
+
+[alerts]
+dead_letters = { warn = 5, crit = 50 }
+[alerts.kinds."export_*"]
+dead_letters = false
 """,
     )
     cfg = load_console_config(env={"JOBTUI_CONFIG": str(path)})
     assert cfg.refresh_s == 5 and cfg.oldest_warn_s == 60 and cfg.oldest_crit_s == 600
     assert cfg.read_only and cfg.page_size == 50
     assert cfg.keymap == {"requeue": "R", "refresh.pause": "z,ctrl+z"}
+    assert cfg.alerts.for_kind("mail")["oldest_ready"] == Threshold(60, 600)  # [console] sets it
+    assert cfg.alerts.for_kind("mail")["dead_letters"] == Threshold(5, 50)
+    assert "dead_letters" not in cfg.alerts.for_kind("export_pdf")
     assert load_console_config(path, env={}) == cfg
 
 
@@ -70,6 +80,8 @@ requeue = "R"
         ("[keys]\nrequeue = 5", "requeue"),
         ('[colours]\nx = "y"', "unknown table"),
         ("[console]\npage_size = 0", "page_size"),
+        ("[alerts]\nno_such_rule = { warn = 1 }", "unknown alert rule"),
+        ("[alerts]\nready = { crit = -3 }", "must not be negative"),
     ],
 )
 def test_bad_files_give_one_line_errors(tmp_path: Path, text: str, fragment: str) -> None:

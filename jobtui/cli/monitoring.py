@@ -1,21 +1,41 @@
-"""`jobtui stats` and `jobtui check`: the queue's figures for people, scripts and monitoring."""
+"""`jobtui stats` and `jobtui check`: the queue's figures for people, scripts and monitoring.
+
+Both judge the alert rules of the config file (`jobtui.alerts`, the console's too), so a rule
+that fires in the console fires in `check` and reads 1 in `stats --prometheus`. `stats` output
+is a list of `Section`s, each rendered in every format, so another part is one more entry.
+"""
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
+from jobtui import alerts
+from jobtui.alerts import AlertRules, Verdict
 from jobtui.cli import nagios
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands, duration, non_negative_int
 from jobtui.cli.errors import explain, one_line
 from jobtui.cli.session import out, run_with_connection
-from jobtui.inert import clean
+from jobtui.console_config import load_console_config
+from jobtui.inert import ascii_json, clean
+from jobtui.inert import prometheus_label as _label
 from jobtui.metrics import snapshot
+from jobtui.models import Snapshot
+
+CONFIG_HELP = (
+    "config file with the [alerts] rules "
+    "(default: $JOBTUI_CONFIG or ~/.config/jobtui/config.toml; the console's)"
+)
 
 
 def register(commands: Commands) -> None:
@@ -42,14 +62,18 @@ def register(commands: Commands) -> None:
         metavar="DURATION",
         help="window for rates and percentiles (default 15m)",
     )
+    p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
 
     p = commands.add(
         "check",
         "Nagios/Icinga check: one status line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
         cmd_check,
-        "A value above a --max-* threshold is WARNING; above the matching --crit-* "
-        "threshold (default: twice\nthe --max-* value) it is CRITICAL. "
-        "Unreachable database or missing schema: UNKNOWN.",
+        "Without threshold flags it judges the alert rules of the config file ([alerts], the "
+        "console's),\neach problem ending with its rule's name in brackets. With flags it judges "
+        "just those, on the\nwhole queue: a value above a --max-* threshold is WARNING; above "
+        "the matching --crit-* threshold\n(default: twice the --max-* value) it is CRITICAL. "
+        "Unreachable database, missing schema or a\nbad config file: UNKNOWN.",
+        "jobtui check",
         "jobtui check --max-oldest-age 10m --max-dead 0 --max-ready 10000",
         "jobtui check --max-oldest-age 5m --crit-oldest-age 30m",
     )
@@ -67,17 +91,131 @@ def register(commands: Commands) -> None:
         help="on a standby, the replay lag above which to warn (a primary is always fine)",
     )
     p.add_argument("--crit-replica-lag", type=duration, metavar="DURATION")
+    p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
+
+
+def alert_rules(args: Args) -> AlertRules:
+    """The config file's alert rules (`--config`, else the console's default file)."""
+    path = getattr(args, "config", None)
+    return load_console_config(Path(path) if path else None).alerts
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of `stats` output in every format: JSON keys, Prometheus families, text."""
+
+    json: dict[str, Any] = field(default_factory=dict)
+    prometheus: list[str] = field(default_factory=list)  # lines, without newlines
+    text: str = ""
+
+
+def family(name: str, help_: str, samples: Sequence[tuple[dict[str, str], float]]) -> list[str]:
+    """One Prometheus gauge family: HELP, TYPE and its samples."""
+    lines = [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
+    for labels, value in samples:
+        lbl = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+        lines.append(f"{name}{{{lbl}}} {value!r}" if lbl else f"{name} {value!r}")
+    return lines
+
+
+def queue_section(snap: Snapshot) -> Section:
+    """The snapshot: counts, rates, kinds (with their drain estimate fields) and workers."""
+    return Section(
+        json={**fmt.to_jsonable(snap), "throughput_source": fmt.THROUGHPUT_SOURCE},
+        prometheus=fmt.prometheus_text(snap).splitlines(),
+        text=fmt.stats_text(snap),
+    )
+
+
+def drain_section(snap: Snapshot) -> Section:
+    """Issue 12's drain estimate per kind in Prometheus (JSON has it in `kinds`)."""
+    kinds = snap.kinds
+    return Section(
+        prometheus=[
+            *family(
+                "jobtui_kind_arrived_per_minute",
+                "Jobs of a kind created per minute over the window.",
+                [({"kind": k.kind}, float(k.arrived_per_min)) for k in kinds],
+            ),
+            *family(
+                "jobtui_kind_drain_seconds",
+                "Estimated seconds until a kind's backlog is gone: backlog / (completion rate - "
+                "arrival rate); absent while not draining or unknown.",
+                [({"kind": k.kind}, float(k.drain_s)) for k in kinds if k.drain_s is not None],
+            ),
+            *family(
+                "jobtui_kind_not_draining",
+                "1 when a kind has a backlog and arrivals keep up with completions.",
+                [({"kind": k.kind}, 1.0 if k.not_draining else 0.0) for k in kinds],
+            ),
+        ]
+    )
+
+
+def alerts_section(verdicts: Sequence[Verdict]) -> Section:
+    """Every rule x kind judged: 1/0 and its level in Prometheus, all of them in JSON, the
+    firing ones in text."""
+    firing = [v for v in verdicts if v.firing]
+    labels = [({"rule": v.rule, "kind": v.kind}, v) for v in verdicts]
+    lines = [f"  {v.level.name:<4}  {clean(v.text)} [{v.rule}]" for v in firing]
+    return Section(
+        json={"alerts": [_verdict_json(v) for v in verdicts]},
+        prometheus=[
+            *family(
+                "jobtui_alert",
+                'Alert rules by rule and kind (kind="*": the whole queue): 1 firing, 0 not.',
+                [(lbl, 1.0 if v.firing else 0.0) for lbl, v in labels],
+            ),
+            *family(
+                "jobtui_alert_level",
+                "Level of each alert rule by kind: 0 ok, 1 warning, 2 critical.",
+                [(lbl, float(v.level)) for lbl, v in labels],
+            ),
+        ],
+        text="\n".join(["alerts firing:", *lines])
+        if firing
+        else f"alerts: none firing ({len(verdicts)} rule checks)",
+    )
+
+
+def _verdict_json(v: Verdict) -> dict[str, Any]:
+    def finite(x: float | None) -> float | None:
+        return x if x is not None and math.isfinite(x) else None
+
+    return {
+        "rule": v.rule,
+        "kind": v.kind,
+        "level": v.level.name.lower(),
+        "firing": v.firing,
+        "value": finite(v.value),
+        "threshold": finite(v.threshold),
+        "text": v.text,
+    }
+
+
+def stats_sections(snap: Snapshot, rules: AlertRules) -> list[Section]:
+    """What `stats` prints, in order."""
+    return [queue_section(snap), drain_section(snap), alerts_section(alerts.assess(snap, rules))]
+
+
+def render(sections: Sequence[Section], *, prometheus: bool = False, json: bool = False) -> str:
+    """The sections as Prometheus text, one JSON object, or text for people."""
+    if prometheus:
+        return "".join(line + "\n" for s in sections for line in s.prometheus)
+    if json:
+        merged: dict[str, Any] = {}
+        for s in sections:
+            merged.update(s.json)
+        return ascii_json(merged, indent=2) + "\n"
+    return "\n\n".join(s.text for s in sections if s.text) + "\n"
 
 
 def cmd_stats(args: Args) -> int:
+    rules = alert_rules(args)  # a bad config file fails before connecting
+
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         snap = await snapshot(conn, schema, window_minutes=max(1, round(args.window / 60)))
-        if args.prometheus:
-            text = fmt.prometheus_text(snap)
-        elif args.json:
-            text = fmt.stats_json(snap) + "\n"
-        else:
-            text = fmt.stats_text(snap) + "\n"
+        text = render(stats_sections(snap, rules), prometheus=args.prometheus, json=args.json)
         if args.output:
             _write_atomically(Path(args.output), text)
         else:
@@ -102,30 +240,26 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def cmd_check(args: Args) -> int:
-    limits = nagios.CheckLimits(
-        oldest_age_s=nagios.Threshold(args.max_oldest_age, args.crit_oldest_age),
-        dead=nagios.Threshold(args.max_dead, args.crit_dead),
-        ready=nagios.Threshold(args.max_ready, args.crit_ready),
-        replica_lag_s=nagios.Threshold(args.max_replica_lag, args.crit_replica_lag),
-    )
-    for name, th in (
-        ("oldest-age", limits.oldest_age_s),
-        ("dead", limits.dead),
-        ("ready", limits.ready),
-        ("replica-lag", limits.replica_lag_s),
-    ):
-        if th.crit is not None and th.warn is not None and th.crit < th.warn:
+    flags = {
+        "oldest-age": (args.max_oldest_age, args.crit_oldest_age),
+        "dead": (args.max_dead, args.crit_dead),
+        "ready": (args.max_ready, args.crit_ready),
+        "replica-lag": (args.max_replica_lag, args.crit_replica_lag),
+    }
+    for name, (warn, crit) in flags.items():
+        if crit is not None and warn is not None and crit < warn:
             code, line = nagios.unknown(f"--crit-{name} is below --max-{name}")
             out(line)
             return code
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         snap = await snapshot(conn, schema, history_minutes=1)
-        code, line = nagios.evaluate(snap, limits)
+        code, line = nagios.evaluate(snap, rules)
         out(clean(line))
         return code
 
     try:
+        rules = nagios.flag_rules(flags) or alert_rules(args)
         return run_with_connection(args, body)
     except Exception as exc:
         if getattr(args, "debug", False):

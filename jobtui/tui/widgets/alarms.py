@@ -1,0 +1,68 @@
+"""The alarm list: the alert rules firing now, most severe first, one line each.
+
+The Overview shows it as its first line while anything fires and hides it otherwise. What
+fires is decided by `jobtui.alerts.evaluate`, the evaluation `jobtui check` and
+`stats --prometheus` use, so the three cannot disagree. The level reads without colour
+(NO_COLOR): a glyph and a word, `✗ CRIT` in reverse video, `! WARN` in bold; the theme's
+error and warning colours are added when colour is on. Redrawn only when its text changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from jobtui.alerts import Firing, Level, severity
+from jobtui.inert import inert
+from jobtui.tui.palette import cell_styles
+from jobtui.tui.texts import same
+
+GLYPHS = {Level.CRIT: "✗ CRIT", Level.WARN: "! WARN"}
+
+
+class AlarmList(Static):
+    """`show(firings)`: one line per firing rule (at most `max_lines`, then a count of the
+    rest); hidden while the list is empty. Styled by `alarms.tcss`."""
+
+    def __init__(self, *, max_lines: int = 3, id: str | None = None) -> None:
+        super().__init__(id=id, classes="alarms")
+        self.max_lines = max(1, max_lines)
+        self.firings: list[Firing] = []
+        self.display = False
+
+    def show(self, firings: Sequence[Firing]) -> None:
+        """Show what `jobtui.alerts.evaluate(snapshot, rules)` returned (any order)."""
+        self.firings = sorted((f for f in firings if f.firing), key=severity)
+        self.display = bool(self.firings)
+        text = self._text()
+        if not same(self.content, text):
+            self.update(text)
+
+    def _text(self) -> Text:
+        st = cell_styles(self.app)
+        label_style = {
+            Level.CRIT: "bold reverse" if self.app.no_color else f"{st.error} reverse",
+            Level.WARN: st.warning + " bold",
+        }
+        shown = self.firings
+        if len(shown) > self.max_lines:
+            shown = shown[: self.max_lines - 1]
+        lines = [
+            Text.assemble(
+                (GLYPHS[f.level], label_style[f.level]),
+                " ",
+                inert(f.text),
+                (f" [{f.rule}]", "dim"),
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+            for f in shown
+        ]
+        rest = self.firings[len(shown) :]
+        if rest:
+            crit = sum(1 for f in rest if f.level is Level.CRIT)
+            more = f"… and {len(rest)} more alarm{'s' if len(rest) > 1 else ''}"
+            lines.append(Text(more + (f" ({crit} critical)" if crit else ""), style="bold"))
+        return Text("\n", no_wrap=True).join(lines)
