@@ -103,7 +103,8 @@ class DatabasePane(Pane):
         if b is None:
             info.set(Text("Nothing holds back vacuum", style=st.success), f" · {effect}")
             return
-        age = format_duration(b.xact_age_s) if b.xact_age_s is not None else "no transaction"
+        # A role without pg_read_all_stats sees another role's session without its details.
+        age = format_duration(b.xact_age_s) if b.xact_age_s is not None else "age hidden"
         parts: list[Text | str] = [
             Text("Holds back vacuum: ", style="bold"),
             Text(f"pid {b.pid}", style=st.error),
