@@ -65,9 +65,7 @@ async def test_open_transaction_is_the_blocker_with_its_age_and_effect(
         conn.execute("VACUUM jobs")
         await asyncio.sleep(1.2)
         before = time.monotonic()
-        h = await wait_until(
-            lambda: _with_dead(dsn, 300), what="300 dead tuples in the statistics"
-        )
+        h = await wait_until(lambda: _with_dead(dsn, 300), what="300 dead tuples in the statistics")
         elapsed = time.monotonic() - started
         b = h.blocker
         assert b is not None
@@ -85,7 +83,7 @@ async def test_open_transaction_is_the_blocker_with_its_age_and_effect(
         assert data["blocker"]["pid"] == b.pid and data["blocker"]["may_signal"] is True
         assert data["jobs_dead_tuples"] == jobs.dead
         text = "\n".join(prometheus_lines(h))
-        assert f"jobtui_db_table_dead_tuples{{table=\"jobs\"}} {jobs.dead}" in text
+        assert f'jobtui_db_table_dead_tuples{{table="jobs"}} {jobs.dead}' in text
         assert "jobtui_db_blocker_xact_age_seconds 0\n" not in text
     finally:
         blocker.close()
@@ -110,9 +108,7 @@ async def test_vacuum_warning_until_jobs_is_vacuumed(dsn: str, conn: psycopg.Con
     assert as_json(h)["vacuum_overdue"] == warning
     assert "jobtui_db_jobs_vacuum_overdue 1" in prometheus_lines(h)
     conn.execute("VACUUM jobs")
-    h = await wait_until(
-        lambda: _vacuumed(dsn), what="the vacuum to show in the statistics"
-    )
+    h = await wait_until(lambda: _vacuumed(dsn), what="the vacuum to show in the statistics")
     assert vacuum_overdue(h) is None
     assert "jobtui_db_jobs_vacuum_overdue 0" in prometheus_lines(h)
 
