@@ -219,8 +219,8 @@ async def test_cancel_stops_the_statement_and_a_reused_pid_is_never_signalled(
     assert [(r[0], r[1]) for r in rows] == [("cancel_backend", 0), ("cancel_backend", 1)]
 
 
-@pytest.fixture
-def managed(owner: Owner) -> Iterator[tuple[Owner, str]]:
+@pytest.fixture(name="managed")
+def managed_db(owner: Owner) -> Iterator[tuple[Owner, str]]:
     """The owner's database migrated by the owner, and a DSN of another non-superuser role
     (made by the owner, which is not a member of it)."""
     with psycopg.connect(owner.dsn, autocommit=True) as conn:

@@ -23,7 +23,7 @@ from textual.binding import Binding, BindingType
 from jobtui import backends, ops
 from jobtui.config import format_duration
 from jobtui.db import describe_error
-from jobtui.dbhealth import Blocker, DbHealth, collect, format_bytes
+from jobtui.dbhealth import Blocker, DbHealth, TableHealth, collect, format_bytes
 from jobtui.inert import clean, inert, one_line
 from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.palette import CellStyles, cell_styles
@@ -34,6 +34,7 @@ from jobtui.tui.widgets.keyed_table import KeyedTable
 
 SIGNAL_ACTIONS = frozenset({"cancel_backend", "terminate_backend"})
 QUERY_WIDTH = 150
+FIRST_TABLES = ("jobs", "dead_letters")  # the queue itself first, then the rest by name
 
 
 class DatabasePane(Pane):
@@ -64,7 +65,7 @@ class DatabasePane(Pane):
             ("size", "size", 8),
             ("live", "live", 6),
             ("dead", "dead", 6),
-            ("share", "dead", 4),
+            ("share", "%", 4),
             ("vacuum", "vacuumed", 8),
             ("analyze", "analyzed", 8),
             ("auto", "auto", 4),
@@ -108,18 +109,10 @@ class DatabasePane(Pane):
         parts: list[Text | str] = [
             Text("Holds back vacuum: ", style="bold"),
             Text(f"pid {b.pid}", style=st.error),
-            " (",
-            inert(b.user or "?"),
-            ", ",
-            inert(b.application or "no application name"),
-            ", ",
-            inert(b.client),
-            ") ",
-            inert(b.state or b.backend_type or "?", style=st.warning),
-            ", ",
+            " · ",
             Text(f"transaction {age}", style=st.error),
-            "\nquery: ",
-            inert(one_line(b.query or "", QUERY_WIDTH), style=st.muted),
+            " · ",
+            inert(b.state or b.backend_type or "?", style=st.warning),
             f"\neffect: {effect}",
         ]
         if self.console.read_only:
@@ -128,6 +121,17 @@ class DatabasePane(Pane):
             parts.append(Text(" · C/K not allowed: " + clean(b.signal_refusal), style=st.warning))
         else:
             parts.append(Text(" · C cancel · K terminate", style=st.accent))
+        # Who, then the start of the query: the last line, cut by the widget's height.
+        parts += [
+            "\n",
+            inert(b.user or "?"),
+            " · ",
+            inert(b.application or "no application name"),
+            " · ",
+            inert(b.client),
+            " · query: ",
+            inert(one_line(b.query or "", QUERY_WIDTH), style=st.muted),
+        ]
         info.set(*parts)
 
     def _status(self, h: DbHealth, st: CellStyles) -> None:
@@ -182,11 +186,10 @@ class DatabasePane(Pane):
                 [
                     inert("  " + i.name, style=st.muted),
                     Text(format_bytes(i.size_bytes), style=st.muted),
-                    Text(f"{i.scans} scans", style=st.muted),
-                    *[Text("") for _ in range(5)],
+                    *[Text("") for _ in range(6)],
                 ]
             )
-        for t in h.tables:
+        for t in sorted(h.tables, key=_table_order):
             overdue = t.name == "jobs" and any(w.startswith("jobs:") for w in h.warnings)
             vac = t.vacuumed_at
             ana = t.analyzed_at
@@ -299,6 +302,11 @@ class DatabasePane(Pane):
             return
         self.notify(clean(outcome.describe()), markup=False, timeout=6)
         self.console.refresh_now()
+
+
+def _table_order(t: TableHealth) -> tuple[int, str]:
+    first = FIRST_TABLES.index(t.name) if t.name in FIRST_TABLES else len(FIRST_TABLES)
+    return first, t.name
 
 
 def _age(h: DbHealth, then: datetime) -> float:
