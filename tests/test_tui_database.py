@@ -19,7 +19,7 @@ from test_dbhealth import (
     open_blocker,
 )
 from test_tui_console import config, notifications, rendered, table, until
-from topology import Owner, quick_registry
+from topology import Owner, ReplicaDB, quick_registry
 
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
@@ -161,3 +161,26 @@ async def test_a_worker_whose_listen_was_killed_shows_as_polling(
                 assert "1 live worker(s) polling instead of LISTEN" in warnings
     finally:
         conn.execute(f'DROP ROLE IF EXISTS "{listener}"')
+
+
+async def test_on_a_standby_replica_read_only_and_no_signals(replica_db: ReplicaDB) -> None:
+    # A reader on the standby holding a snapshot open (no xid can be taken in recovery).
+    reader = psycopg.connect(replica_db.standby_dsn, application_name="standby-reader")
+    reader.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    reader.execute("SELECT count(*) FROM jobs")
+    try:
+        app = JobtuiApp(replica_db.standby_dsn, "public", config=config())
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            status = app.query_one("#database-status")
+            await until(pilot, lambda: "replica: read-only, lag " in rendered(status))
+            await until(pilot, lambda: "standby-reader" in blocker_text(app))
+            assert "read-only: no signals" in blocker_text(app)
+            footer = rendered(app.query_one("Footer"))
+            assert "Terminate" not in footer and "Cancel query" not in footer
+            await pilot.press("K")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+        assert reader.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        reader.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 from apps.helpers import fetchval, running_worker, wait_until
+from test_topology_managed import _registry as ok_and_boom
 from topology import ARTICLE_CLAIM, ARTICLE_GIVE_UP
 
 from jobtui import ops
@@ -237,16 +238,7 @@ async def test_attempts_exhausted_by_a_classic_consumer(
 
 
 async def test_finished_cancelled_and_dead(dsn: str, aconn: psycopg.AsyncConnection) -> None:
-    reg = Registry()
-
-    @reg.handler("ok")
-    async def ok(payload: Any) -> None:
-        return None
-
-    @reg.handler("boom", max_attempts=1)
-    async def boom(payload: Any) -> None:
-        raise RuntimeError("no")
-
+    reg = ok_and_boom()  # "ok" succeeds, "boom" fails its only attempt
     done = await enqueue(aconn, "ok", {})
     dead = await enqueue(aconn, "boom", {})
     async with running_worker(dsn, reg):

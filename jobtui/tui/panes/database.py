@@ -55,10 +55,10 @@ class DatabasePane(Pane):
     def on_mount(self) -> None:
         self.query_one("#database-workers", KeyedTable).setup_columns(
             ("id", "worker", 20),
-            ("wake", "woken by", 12),
+            ("wake", "woken by", 13),
             ("listen", "LISTEN", 6),
             ("last", "last wake", 9),
-            ("note", "why polling", 20),
+            ("note", "why polling", 19),
         )
         self.query_one("#database-tables", KeyedTable).setup_columns(
             ("name", "table / index", 20),
@@ -122,16 +122,8 @@ class DatabasePane(Pane):
         else:
             parts.append(Text(" · C cancel · K terminate", style=st.accent))
         # Who, then the start of the query: the last line, cut by the widget's height.
-        parts += [
-            "\n",
-            inert(b.user or "?"),
-            " · ",
-            inert(b.application or "no application name"),
-            " · ",
-            inert(b.client),
-            " · query: ",
-            inert(one_line(b.query or "", QUERY_WIDTH), style=st.muted),
-        ]
+        parts += ["\n", *_who(b), " · query: "]
+        parts.append(inert(one_line(b.query or "", QUERY_WIDTH), style=st.muted))
         info.set(*parts)
 
     def _status(self, h: DbHealth, st: CellStyles) -> None:
@@ -261,11 +253,7 @@ class DatabasePane(Pane):
         body = Text.assemble(
             Text(f"pid {b.pid}", style="bold"),
             " · ",
-            inert(b.user or "?"),
-            " · ",
-            inert(b.application or "(no application name)"),
-            " · ",
-            inert(b.client),
+            *_who(b),
             "\n",
             inert(one_line(b.query or "", 200)),
             "\n\n",
@@ -302,6 +290,12 @@ class DatabasePane(Pane):
             return
         self.notify(clean(outcome.describe()), markup=False, timeout=6)
         self.console.refresh_now()
+
+
+def _who(b: Blocker) -> list[Text | str]:
+    """`user · application · client` of the blocker, inert."""
+    app = b.application or "no application name"
+    return [inert(b.user or "?"), " · ", inert(app), " · ", inert(b.client)]
 
 
 def _table_order(t: TableHealth) -> tuple[int, str]:
