@@ -19,10 +19,15 @@ from test_dbhealth import (
     open_blocker,
 )
 from test_tui_console import config, notifications, rendered, table, until
+from textual.app import App, ComposeResult
 from topology import Owner, ReplicaDB, quick_registry
 
+from jobtui import ops
+from jobtui.enqueue import enqueue
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
+from jobtui.tui.widgets.why import WhyView
+from jobtui.why import explain
 
 SMALL = (80, 24)
 
@@ -184,3 +189,32 @@ async def test_on_a_standby_replica_read_only_and_no_signals(replica_db: Replica
         assert reader.execute("SELECT 1").fetchone() == (1,)
     finally:
         reader.close()
+
+
+class WhyHost(App[None]):
+    """The widget as the job detail mounts it."""
+
+    def compose(self) -> ComposeResult:
+        yield WhyView(id="why")
+
+
+async def test_why_widget_renders_a_real_answer_inert(aconn: psycopg.AsyncConnection) -> None:
+    kind = "evil\x1b[31m"
+    job = await enqueue(aconn, kind, {})
+    await ops.pause_kind(aconn, "public", kind, actor=ops.Actor("carol@ops"))
+    answer = await explain(aconn, "public", job)
+    assert answer is not None
+    app = WhyHost()
+    async with app.run_test(size=(100, 10)) as pilot:
+        view = app.query_one(WhyView)
+        view.show(answer)
+        await pilot.pause()
+        lines = rendered(view).splitlines()
+        assert lines[0].strip() == "ready"
+        assert lines[1].startswith("• its kind 'evil\\x1b[31m' is paused, by carol@ops since ")
+        assert lines[2].strip() == "• no live worker handles kind 'evil\\x1b[31m'"
+        assert lines[3].strip() == "• once that clears: number 1 in line for kind 'evil\\x1b[31m'"
+        assert "\x1b" not in rendered(view)
+        view.show(None)
+        await pilot.pause()
+        assert rendered(view).strip() == "no such job (it may have been pruned)"
