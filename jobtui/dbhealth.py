@@ -409,8 +409,15 @@ def _family(name: str, help_: str, samples: Sequence[tuple[dict[str, str], float
     lines = [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
     for labels, value in samples:
         lbl = ",".join(f'{k}="{prometheus_label(v)}"' for k, v in labels.items())
-        lines.append(f"{name}{{{lbl}}} {value:g}" if lbl else f"{name} {value:g}")
+        num = _num(value)
+        lines.append(f"{name}{{{lbl}}} {num}" if lbl else f"{name} {num}")
     return lines
+
+
+def _num(value: float) -> str:
+    """Exact: an integral value as an integer (sizes in bytes stay whole), else repr."""
+    v = float(value)
+    return str(int(v)) if v.is_integer() else repr(v)
 
 
 def prometheus_lines(health: DbHealth) -> list[str]:

@@ -144,6 +144,9 @@ async def test_tables_and_indexes_are_jobtui_s_own(dsn: str, conn: psycopg.Conne
     assert not any(i.table == "not_ours" for i in h.indexes)
     jobs = by_name["jobs"]
     assert jobs.size_bytes > 0 and jobs.live == 100 and jobs.analyzed_at is not None
+    lines = prometheus_lines(h)
+    assert f'jobtui_db_table_size_bytes{{table="jobs"}} {jobs.size_bytes}' in lines
+    assert 'jobtui_db_table_size_bytes{table="not_ours"}' not in "\n".join(lines)
 
 
 async def test_terminate_ends_the_session_and_writes_one_audit_row(
