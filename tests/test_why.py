@@ -158,6 +158,10 @@ async def test_a_limit_holds_it(dsn: str, aconn: psycopg.AsyncConnection) -> Non
     async def capped(payload: Any) -> None:
         await release.wait()
 
+    @reg.handler("per_worker", per_worker=1)
+    async def one_each(payload: Any) -> None:
+        await release.wait()
+
     @reg.handler("metered", rate="1/m")
     async def metered(payload: Any) -> None:
         return None
@@ -171,6 +175,15 @@ async def test_a_limit_holds_it(dsn: str, aconn: psycopg.AsyncConnection) -> Non
             assert codes(answer) == ["limit_concurrency", "position"]
             assert text(answer, "limit_concurrency") == (
                 "a limit holds it: kind 'capped' is at its concurrency limit, 1 of 1 running"
+            )
+            await enqueue(aconn, "per_worker", {})
+            await wait_until(lambda: running_count(aconn, "per_worker"), what="one running")
+            held = await enqueue(aconn, "per_worker", {})
+            answer = await why(aconn, held)
+            assert codes(answer) == ["limit_per_worker", "position"]
+            assert text(answer, "limit_per_worker") == (
+                "a limit holds it: every live worker that handles 'per_worker' runs its "
+                "per-worker limit of 1"
             )
             first = await enqueue(aconn, "metered", {})
 
@@ -225,10 +238,17 @@ async def test_locked_by_a_classic_consumer(conn: psycopg.Connection, aconn: Any
         "it is locked (0s ago) by something that never heartbeats (a classic consumer: no "
         "locked_by); it will be rescued after the lock timeout of 1h00m, in 59m59s"
     ) or text(answer, "classic_lock").endswith("in 1h00m")
+    # an operator's cancel of a locked row is a request: the locker is asked to stop it
+    assert await ops.cancel_jobs(aconn, "public", [job], actor=Actor("bob@ops")) == 1
+    answer = await why(aconn, job)
+    assert codes(answer) == ["classic_lock", "cancel_requested"]
+    assert text(answer, "cancel_requested") == (
+        "a cancel was requested: its worker is asked to stop it"
+    )
     # a locked_by that is no worker jobtui knows: rescued at once
     await aconn.execute("UPDATE jobs SET locked_by = 'consumer-7' WHERE id = %s", (job,))
     answer = await why(aconn, job)
-    assert codes(answer) == ["unknown_locker"]
+    assert codes(answer) == ["unknown_locker", "cancel_requested"]
     assert "locked by 'consumer-7', which is not a known worker" in text(answer, "unknown_locker")
 
 
