@@ -1,4 +1,5 @@
-"""`jobtui jobs list|show|cancel|run-now`: jobs in the queue, through `browse` and `ops`."""
+"""`jobtui jobs list|show|why|cancel|run-now`: jobs in the queue, through `browse`, `why` and
+`ops`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from datetime import datetime
 
 import psycopg
 
-from jobtui import ops
+from jobtui import ops, why
 from jobtui.browse import count_jobs, get_job, list_jobs
 from jobtui.cli import output as fmt
-from jobtui.cli.args import Args, Commands
+from jobtui.cli.args import Args, Commands, Parser, job_id
 from jobtui.cli.errors import CliError
+from jobtui.cli.output import dumps
 from jobtui.cli.selection import (
     RowCommands,
     act_on_rows,
@@ -22,7 +24,7 @@ from jobtui.cli.selection import (
 )
 from jobtui.cli.session import out, plural, run_with_connection
 from jobtui.config import format_duration
-from jobtui.inert import compact_json, first_line
+from jobtui.inert import clean, compact_json, first_line
 from jobtui.models import JOB_STATES, PENDING_STATES, JobFilter
 
 
@@ -46,6 +48,17 @@ def register(commands: Commands) -> None:
         every="pending job",
         example_filter="--kind send_email --state scheduled",
     ).register(commands)
+    jobs = commands.parser.subcommands.choices["jobs"] if commands.parser.subcommands else None
+    assert isinstance(jobs, Parser)  # RowCommands.register just made it
+    p = Commands(jobs, commands.common).add(
+        "why",
+        "Say in plain words why a job is not running (or what it is waiting for).",
+        cmd_why,
+        "jobtui jobs why 42",
+        "jobtui jobs why 42 --json",
+    )
+    p.add_argument("id", type=job_id)
+    p.add_argument("--json", action="store_true", help="JSON for scripts")
 
 
 def _states(args: Args) -> tuple[str, ...]:
@@ -98,6 +111,24 @@ def cmd_show(args: Args) -> int:
         f"no job with id {args.id} (it may be a dead letter: `jobtui dead show {args.id}`)",
         fmt.job_detail,
     )
+
+
+def cmd_why(args: Args) -> int:
+    """Exit 0 with the answer; 1 with one line when there is no such job."""
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        answer = await why.explain(conn, schema, args.id)
+        if answer is None:
+            raise CliError(f"no job or dead letter with id {args.id} (it may have been pruned)")
+        if args.json:
+            out(dumps(answer.as_json()))
+            return 0
+        out(clean(f"job {answer.job_id} ({answer.kind}): {answer.state}"))
+        for reason in answer.reasons:
+            out(clean(f"- {reason.text}"))
+        return 0
+
+    return run_with_connection(args, body)
 
 
 def cmd_cancel(args: Args) -> int:

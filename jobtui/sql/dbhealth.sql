@@ -1,0 +1,120 @@
+-- The database conditions that stall the queue (issue 12 item 1; jobtui/dbhealth.py), and the
+-- one place where an operator signals a backend (jobtui/backends.py). Every statement here
+-- reads catalogue views and statistics only: none scans a jobtui table.
+
+-- name: dbhealth_blocker
+-- The session in this database whose snapshot or transaction id is the oldest, i.e. the one
+-- that holds back VACUUM here (PostgreSQL computes the removable horizon per database for
+-- ordinary tables). A READ COMMITTED transaction idle between statements has no backend_xmin
+-- but still holds its xid once it has written, so both are looked at. Its query is cut to 200
+-- characters. `may_signal` / `signal_refusal` say whether the current role could cancel or
+-- terminate it, by PostgreSQL's own rules: superuser targets only by a superuser, others by a
+-- superuser, a member of pg_signal_backend or a member of the target's role.
+WITH me AS (
+  SELECT r.rolname, r.rolsuper, pg_has_role('pg_signal_backend', 'MEMBER') AS signaller
+  FROM pg_roles r WHERE r.rolname = current_user
+)
+SELECT a.pid, a.usename, a.application_name,
+       CASE WHEN a.client_addr IS NULL THEN 'local'
+            ELSE host(a.client_addr) || ':' || a.client_port END AS client,
+       a.state, a.backend_type,
+       extract(epoch FROM now() - a.xact_start)::float8 AS xact_age_s,
+       a.xact_start, a.backend_start,
+       greatest(age(a.backend_xid), age(a.backend_xmin)) AS xid_age,
+       left(a.query, 200) AS query,
+       CASE WHEN t.rolsuper AND NOT me.rolsuper THEN
+              format('it belongs to superuser %s, and only a superuser may signal it; role %s '
+                     'is not one', a.usename, me.rolname)
+            WHEN me.rolsuper OR me.signaller OR pg_has_role(a.usesysid, 'MEMBER') THEN NULL
+            ELSE format('role %s is not superuser, not a member of pg_signal_backend and not '
+                        'a member of role %s, whose backend it is', me.rolname, a.usename)
+       END AS signal_refusal
+FROM pg_stat_activity a
+CROSS JOIN me
+LEFT JOIN pg_roles t ON t.oid = a.usesysid
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+  AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+ORDER BY greatest(age(a.backend_xid), age(a.backend_xmin)) DESC, a.xact_start NULLS LAST
+LIMIT 1
+
+-- name: dbhealth_server
+-- Server-wide figures: connections in use against max_connections, grouped by who by their
+-- application_name (the worker's connections are `jobtui worker (…)`, the console's
+-- `jobtui-console`: jobtui/worker/link.py, jobtui/tui/connection.py); sessions of this database
+-- whose details the current role may not see (it lacks pg_read_all_stats); the NOTIFY queue;
+-- autovacuum and its nap time.
+SELECT current_setting('max_connections')::int AS max_connections,
+       current_setting('superuser_reserved_connections')::int AS reserved,
+       count(*) FILTER (WHERE a.backend_type = 'client backend') AS in_use,
+       count(*) FILTER (WHERE a.backend_type = 'client backend'
+                          AND starts_with(a.application_name, 'jobtui worker')) AS workers,
+       count(*) FILTER (WHERE a.backend_type = 'client backend'
+                          AND a.application_name = 'jobtui-console') AS consoles,
+       count(*) FILTER (WHERE a.datname = current_database()
+                          AND a.query = '<insufficient privilege>') AS hidden,
+       pg_notification_queue_usage()::float8 AS notify_usage,
+       current_setting('autovacuum')::bool AS autovacuum,
+       extract(epoch FROM current_setting('autovacuum_naptime')::interval)::float8 AS naptime_s,
+       current_user AS role,
+       now() AS now
+FROM pg_stat_activity a
+
+-- name: dbhealth_tables
+-- jobtui's tables (`%(tables)s`, in this schema): size with TOAST, live and dead tuples, the
+-- last (auto)vacuum and analyze, whether autovacuum may run on it (the server switch and the
+-- table's own `autovacuum_enabled`), and the dead-tuple count at which autovacuum would
+-- vacuum it (threshold + scale factor × tuples, the table's own settings first).
+SELECT c.relname, pg_table_size(c.oid) AS size_bytes,
+       coalesce(s.n_live_tup, 0) AS live, coalesce(s.n_dead_tup, 0) AS dead,
+       s.last_vacuum, s.last_autovacuum, s.last_analyze, s.last_autoanalyze,
+       current_setting('autovacuum')::bool
+         AND coalesce(o.enabled, 'true') NOT IN ('false', 'off', 'no', '0') AS autovacuum,
+       coalesce(o.threshold::float8, current_setting('autovacuum_vacuum_threshold')::float8)
+         + coalesce(o.scale::float8, current_setting('autovacuum_vacuum_scale_factor')::float8)
+           * greatest(c.reltuples, 0) AS vacuum_trigger
+FROM pg_class c
+LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
+LEFT JOIN LATERAL (
+  SELECT max(split_part(opt, '=', 2)) FILTER (WHERE starts_with(opt, 'autovacuum_enabled=')) AS enabled,
+         max(split_part(opt, '=', 2))
+           FILTER (WHERE starts_with(opt, 'autovacuum_vacuum_threshold=')) AS threshold,
+         max(split_part(opt, '=', 2))
+           FILTER (WHERE starts_with(opt, 'autovacuum_vacuum_scale_factor=')) AS scale
+  FROM unnest(c.reloptions) AS opt
+) o ON true
+WHERE c.relnamespace = '__schema__'::regnamespace AND c.relkind IN ('r', 'p')
+  AND c.relname = ANY(%(tables)s::text[])
+ORDER BY c.relname
+
+-- name: dbhealth_indexes
+-- The indexes of jobtui's tables: size and how often they were used.
+SELECT t.relname AS table_name, i.relname AS index_name, pg_relation_size(i.oid) AS size_bytes,
+       coalesce(s.idx_scan, 0) AS scans
+FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class t ON t.oid = x.indrelid
+LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = x.indexrelid
+WHERE t.relnamespace = '__schema__'::regnamespace AND t.relname = ANY(%(tables)s::text[])
+ORDER BY t.relname, i.relname
+
+-- name: dbhealth_workers
+-- How each worker is woken, as its heartbeat last wrote it (jobtui/worker/listener.py): LISTEN
+-- connected, the last wake-up it received, and the polling fallback with its interval.
+SELECT w.id, w.host, w.pid,
+       now() - w.heartbeat_at > make_interval(secs => w.heartbeat_timeout_s) AS stale,
+       extract(epoch FROM now() - w.heartbeat_at)::float8 AS heartbeat_age_s,
+       w.wakeup_mode, w.wakeup_note, w.listen_connected,
+       extract(epoch FROM now() - w.last_wakeup_at)::float8 AS last_wakeup_age_s,
+       w.poll_interval_s
+FROM __schema__.workers w
+ORDER BY w.id
+
+-- name: backend_signal
+-- Cancel (`terminate` false) or terminate the backend `pid`, but only if it is still the same
+-- session the operator saw (same backend_start): a pid can be reused by a new connection.
+-- No row: that session has ended. A role that may not signal it gets InsufficientPrivilege.
+SELECT CASE WHEN %(terminate)s THEN pg_terminate_backend(a.pid)
+            ELSE pg_cancel_backend(a.pid) END AS signalled,
+       a.usename, a.application_name
+FROM pg_stat_activity a
+WHERE a.pid = %(pid)s AND a.backend_start = %(backend_start)s

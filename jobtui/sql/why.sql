@@ -1,0 +1,65 @@
+-- "Why isn't this job running?" (issue 12 item 2; jobtui/why.py). Each statement reads one
+-- job's situation from the live database by primary key or small indexes; none scans `jobs`.
+
+-- name: why_job
+-- The job with what decides its fate: pause, the worker holding it (and that worker's own
+-- heartbeat settings, by which rescuers judge it), its kind's limits. The server's clock
+-- comes with it so every age is the database's.
+SELECT j.id, j.kind, j.priority, j.run_at, j.attempts, j.max_attempts, j.locked_at,
+       j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested, now() AS now,
+       p.paused_at, p.paused_by,
+       w.id IS NOT NULL AS worker_known,
+       extract(epoch FROM now() - w.heartbeat_at)::float8 AS heartbeat_age_s,
+       w.heartbeat_timeout_s,
+       l.limited AS limited, l.concurrency, l.per_worker, l.rate, l.period_s,
+       CASE WHEN l.rate IS NULL THEN NULL ELSE
+         least(l.rate::float8, l.tokens + l.rate::float8 / l.period_s
+               * greatest(0, extract(epoch FROM statement_timestamp() - l.tokens_at)))
+       END AS tokens
+FROM __schema__.jobs j
+LEFT JOIN __schema__.paused_kinds p ON p.kind = j.kind
+LEFT JOIN __schema__.workers w ON w.id = j.locked_by
+LEFT JOIN __schema__.kind_limits l ON l.kind = j.kind
+WHERE j.id = %(id)s
+
+-- name: why_dead
+-- A job that is no longer in `jobs` may be a dead letter (same id).
+SELECT d.id, d.kind, d.reason, d.died_at, d.attempts, d.max_attempts, now() AS now
+FROM __schema__.dead_letters d
+WHERE d.id = %(id)s
+
+-- name: why_workers
+-- Every worker that handles the kind (its `kinds`, or `*`), live or not (judged by its own
+-- heartbeat timeout), with what it runs: all its jobs, and its jobs of this kind (the small
+-- partial index of running jobs).
+SELECT w.id,
+       now() - w.heartbeat_at <= make_interval(secs => w.heartbeat_timeout_s) AS live,
+       w.running, w.concurrency,
+       (SELECT count(*) FROM __schema__.jobs r
+        WHERE r.locked_by = w.id AND r.finished_at IS NULL AND r.locked_at IS NOT NULL
+          AND r.kind = %(kind)s) AS running_kind
+FROM __schema__.workers w
+WHERE %(kind)s = ANY(w.kinds) OR '*' = ANY(w.kinds)
+ORDER BY w.id
+
+-- name: why_running_kind
+-- Jobs of the kind locked and unfinished right now, on any worker (what a concurrency limit
+-- counts, as limits_claim does).
+SELECT count(*) AS running FROM __schema__.jobs r
+WHERE r.kind >= %(kind)s AND r.kind <= %(kind)s
+  AND r.finished_at IS NULL AND r.locked_at IS NOT NULL
+
+-- name: why_position
+-- The job's place in line for its kind: claimable jobs of the kind that a claim takes before
+-- it, plus one. Claim order is worker_claim's (priority DESC, run_at, id) for an unlimited
+-- kind and limits_claim's (run_at, then id) for a limited one. Claimable as those claims say:
+-- unlocked, unfinished, due, attempts left, no cancel request.
+SELECT count(*) + 1 AS position
+FROM __schema__.jobs x
+WHERE x.kind >= %(kind)s AND x.kind <= %(kind)s
+  AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
+  AND x.attempts < x.max_attempts AND NOT x.cancel_requested AND x.id <> %(id)s
+  AND CASE WHEN %(limited)s
+           THEN (x.run_at, x.id) < (%(run_at)s::timestamptz, %(id)s::bigint)
+           ELSE (-x.priority, x.run_at, x.id)
+                < (-%(priority)s::int, %(run_at)s::timestamptz, %(id)s::bigint) END
