@@ -236,3 +236,22 @@ def test_worker_and_limit_text_from_the_database_is_printed_inert(
         text = assert_ok(run_cli(*args, dsn=dsn))
         assert "\x1b" not in text and "\x07" not in text, (args, text)
         assert "boom" in text or (args[0] == "kinds" and "no limits" in text), text
+
+
+def test_stats_carries_the_database_tab_figures_in_every_format(dsn: str) -> None:
+    """Issue 12: the Database tab's figures are in `stats --json`, Prometheus and the text,
+    with a real open transaction as the vacuum blocker."""
+    holder = psycopg.connect(dsn)
+    holder.execute("SELECT txid_current()")  # an open transaction with an xid
+    try:
+        pid = holder.info.backend_pid
+        data = json.loads(assert_ok(run_cli("stats", "--json", dsn=dsn)))
+        assert data["database"]["blocker"]["pid"] == pid
+        assert data["database"]["connections"]["in_use"] >= 2
+        prom = assert_ok(run_cli("stats", "--prometheus", dsn=dsn))
+        assert re.search(r"^jobtui_db_blocker_xact_age_seconds [0-9.e+-]+$", prom, re.M)
+        assert re.search(r'^jobtui_db_table_dead_tuples\{table="jobs"\} ', prom, re.M)
+        text = assert_ok(run_cli("stats", dsn=dsn))
+        assert f"oldest transaction holding back vacuum: pid {pid}" in text
+    finally:
+        holder.close()

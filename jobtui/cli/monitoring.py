@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from jobtui import alerts
+from jobtui import alerts, dbhealth
 from jobtui.alerts import AlertRules, Verdict
 from jobtui.cli import nagios
 from jobtui.cli import output as fmt
@@ -193,9 +193,33 @@ def _verdict_json(v: Verdict) -> dict[str, Any]:
     }
 
 
-def stats_sections(snap: Snapshot, rules: AlertRules) -> list[Section]:
+def database_section(health: dbhealth.DbHealth) -> Section:
+    """Issue 12's Database tab figures: the vacuum blocker, tables, NOTIFY, connections."""
+    c = health.connections
+    summary = (
+        f"database: connections {c.in_use} of {c.max_connections} "
+        f"(workers {c.workers}, consoles {c.consoles}, others {c.others}); "
+        f"NOTIFY queue {health.notify_usage:.0%}"
+    )
+    b = health.blocker
+    if b is not None:
+        summary += f"; oldest transaction holding back vacuum: pid {b.pid}"
+    lines = [summary, *(f"  warning: {clean(w)}" for w in health.warnings)]
+    return Section(
+        json={"database": dbhealth.as_json(health)},
+        prometheus=dbhealth.prometheus_lines(health),
+        text="\n".join(lines),
+    )
+
+
+def stats_sections(
+    snap: Snapshot, rules: AlertRules, health: dbhealth.DbHealth | None = None
+) -> list[Section]:
     """What `stats` prints, in order."""
-    return [queue_section(snap), drain_section(snap), alerts_section(alerts.assess(snap, rules))]
+    sections = [queue_section(snap), drain_section(snap)]
+    if health is not None:
+        sections.append(database_section(health))
+    return [*sections, alerts_section(alerts.assess(snap, rules))]
 
 
 def render(sections: Sequence[Section], *, prometheus: bool = False, json: bool = False) -> str:
@@ -215,7 +239,9 @@ def cmd_stats(args: Args) -> int:
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         snap = await snapshot(conn, schema, window_minutes=max(1, round(args.window / 60)))
-        text = render(stats_sections(snap, rules), prometheus=args.prometheus, json=args.json)
+        health = await dbhealth.collect(conn, schema)
+        sections = stats_sections(snap, rules, health)
+        text = render(sections, prometheus=args.prometheus, json=args.json)
         if args.output:
             _write_atomically(Path(args.output), text)
         else:
