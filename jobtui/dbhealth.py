@@ -474,11 +474,7 @@ def prometheus_lines(health: DbHealth) -> list[str]:
         "1 when the live worker's LISTEN connection is up.",
         [({"worker": w.id}, 1.0 if w.listen_connected else 0.0) for w in live],
     )
-    out += _family(
-        "jobtui_worker_polling",
-        "1 when the live worker falls back to polling instead of being woken by NOTIFY.",
-        [({"worker": w.id}, 1.0 if w.polling else 0.0) for w in live],
-    )
+    # jobtui_worker_polling comes with the snapshot's worker families (cli/output.py).
     out += _family(
         "jobtui_worker_last_wakeup_age_seconds",
         "Seconds since the live worker last received a NOTIFY.",

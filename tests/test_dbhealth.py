@@ -293,7 +293,7 @@ async def test_workers_wakeups_and_connections(dsn: str, conn: psycopg.Connectio
             assert h.connections.workers >= 3  # its claim, liveness and listen connections
             assert h.connections.in_use <= h.connections.max_connections
             lines = prometheus_lines(h)
-            assert f'jobtui_worker_polling{{worker="{worker.id}"}} 0' in lines
+            assert f'jobtui_worker_listen_connected{{worker="{worker.id}"}} 1' in lines
             # The LISTEN connection is killed and may not come back: the worker polls.
             conn.execute(f'ALTER ROLE "{listener}" NOLOGIN')
             conn.execute(
@@ -304,7 +304,7 @@ async def test_workers_wakeups_and_connections(dsn: str, conn: psycopg.Connectio
             w = next(w for w in h.workers if w.id == worker.id)
             assert w.polling and w.note is not None and "LISTEN connection lost" in w.note
             assert any(worker.id in x and "polling" in x for x in h.warnings)
-            assert f'jobtui_worker_polling{{worker="{worker.id}"}} 1' in prometheus_lines(h)
+            assert f'jobtui_worker_listen_connected{{worker="{worker.id}"}} 0' in prometheus_lines(h)
             data = as_json(h)["workers"]
             assert {"id": worker.id, "wakeup": "polling"}.items() <= next(
                 d for d in data if d["id"] == worker.id
