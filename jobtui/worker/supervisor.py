@@ -7,7 +7,8 @@ ready with the attempt given back (the job did not fail; the worker chose to sto
 cancelled if a cancel was requested. A handler that ignores its cancellation is abandoned: its
 job is released all the same, never left locked by a worker that is gone. Then the last
 outcomes and statistics are written and the `workers` row removed. A second stop request skips
-what is left of the grace.
+what is left of the grace. An operator's `jobtui workers stop` (jobtui.worker.control) runs the
+same stop; `quiet` only stops claiming (running jobs finish, heartbeats go on) until `resume`.
 
 The parts, each on its own connection and task: the dispatcher (claims and handlers, two claim
 connections), the flusher (outcomes and statistics), liveness (heartbeat, cancellations), the
@@ -33,6 +34,7 @@ from jobtui.limits import sync_kind_limits
 from jobtui.registry import HandlerSpec, Registry
 from jobtui.schedules import sync_schedules
 from jobtui.sql import notify_channel
+from jobtui.worker.control import Control
 from jobtui.worker.dispatcher import Dispatcher
 from jobtui.worker.flusher import FLUSH_LOCK_TIMEOUT_S, Flusher
 from jobtui.worker.housekeeper import Housekeeper
@@ -172,7 +174,8 @@ class Worker:
         d = self._dispatcher = Dispatcher(
             self.id, s, self._specs, self._db, claim_links, self._flusher, self._want_analyze
         )
-        self._liveness = Liveness(
+        control = Control(self.schema, self.id, d.poke, self.request_stop)
+        self._liveness = live = Liveness(
             self._db,
             live_link,
             d,
@@ -180,9 +183,11 @@ class Worker:
             s.heartbeat_interval,
             self._row,
             s.heartbeat_timeout,
+            control,
         )
-        d.on_claimed = self._liveness.claimed
-        d.fenced = self._liveness.fenced
+        d.on_claimed = live.claimed
+        # Claim nothing while the heartbeat is overdue or an operator quieted this worker.
+        d.fenced = lambda: live.fenced() or control.quiet
         listen_dsn = s.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or self.dsn
         self._wakeups = Wakeups(self.id, s.poll_interval, listen_dsn != self.dsn)
         self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)
@@ -224,6 +229,7 @@ class Worker:
                     d.poke,
                     self._liveness.note_cancel,
                     d.limits_changed,
+                    self._liveness.note_control,
                 ),
                 name="jobtui-listen",
             ),
