@@ -164,3 +164,35 @@ def test_cli_unknown_worker_is_one_line_and_non_zero(dsn: str) -> None:
         "jobtui: error: no worker with id 'no-such-worker' (see `jobtui stats`)"
     )
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+async def test_console_asks_then_quiets_the_worker_and_audits_it(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    from test_tui_console import config, notifications, until
+
+    from jobtui.tui.app import JobtuiApp
+    from jobtui.tui.screens.confirm import ConfirmScreen
+    from jobtui.tui.worker_actions import WorkerControlAsked
+
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, kinds, concurrency) VALUES ('h:1:a', 'h', 1, '{k}', 1)"
+    )
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.polls > 0)
+        app.post_message(WorkerControlAsked("h:1:a", "stop"))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("escape")  # cancelled: nothing written
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        app.post_message(WorkerControlAsked("h:1:a", "quiet"))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        box = app.screen.query_one("#confirm-body")
+        assert "Quiet worker h:1:a" in str(box.render())
+        assert "stops claiming" in str(box.render())
+        await pilot.press("1")
+        await until(pilot, lambda: "Worker h:1:a quieted." in notifications(app))
+    assert conn.execute("SELECT control, control_by FROM workers").fetchall() == [
+        ("quiet", Actor.current().os_user)
+    ]
+    assert conn.execute("SELECT action, count FROM audit_log").fetchall() == [("quiet_worker", 1)]

@@ -60,6 +60,7 @@ from jobtui.tui.panes.overview import OverviewPane
 from jobtui.tui.panes.pane import Pane
 from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
+from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
 from jobtui.tui.server import replica_info
@@ -67,7 +68,9 @@ from jobtui.tui.widgets.banners import DEFAULT_DANGER_PATTERN, Banners, env_is_d
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
-from jobtui.tui.write_controller import WriteController
+from jobtui.tui.worker_actions import WORKER_ACTIONS, WorkerControlAsked
+from jobtui.tui.write_controller import FAILURES, WriteController
+from jobtui.worker_control import control_worker
 
 TABS = ("overview", "jobs", "dead", "workers", "schedules", "database")
 TAB_TITLES = {
@@ -450,6 +453,40 @@ class JobtuiApp(App[int]):
 
     def on_limits_asked(self, message: LimitsAsked) -> None:
         self.writes.kind_limits(message.kind)
+
+    def on_worker_control_asked(self, message: WorkerControlAsked) -> None:
+        self.run_worker(self._control_worker(message.worker_id, message.action), group="ask")
+
+    async def _control_worker(self, worker_id: str, action: str) -> None:
+        """Confirm, then quiet, resume or stop one worker (jobtui.worker_control, audited)."""
+        verb, note = WORKER_ACTIONS[action]
+        if self.read_only:
+            self.post_message(
+                WriteController.Done(
+                    f"Read-only: {verb.lower()} a worker is not allowed.", severity="warning"
+                )
+            )
+            return
+        body = Text.assemble(
+            (f"{verb} worker ", "bold"), inert(worker_id, style="bold"), "\n", (note, "dim")
+        )
+        choice = await self.push_screen_wait(
+            ConfirmScreen(
+                f"{verb} worker?",
+                body,
+                [Choice("yes", f"{verb} {clean(worker_id)}")],
+                danger=action == "stop",
+            )
+        )
+        if choice != "yes":
+            return
+        try:
+            outcome = await self.link.run(control_worker, worker_id, action, actor=self.actor)
+        except FAILURES as exc:
+            self.post_message(WriteController.Failed(exc))
+            return
+        text = outcome.text()
+        self.post_message(WriteController.Done(text[0].upper() + text[1:] + ".", refresh=True))
 
     # --- what the write controller reports: the one place its outcomes are handled --------
 
