@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
@@ -38,9 +40,10 @@ from jobtui.config import format_duration
 from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
-from jobtui.models import JobFilter, ReplicaInfo
+from jobtui.models import DeadFilter, JobFilter, ReplicaInfo
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown
+from jobtui.tui.filters import FilterError, parse_dead_filter, parse_job_filter
 from jobtui.tui.host import (
     DetailAsked,
     ExportAsked,
@@ -83,6 +86,41 @@ TAB_TITLES = {
 }
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
+# The tabs with a `/` filter, and how their filter text is read.
+FILTERED_TABS: dict[str, Callable[[str], JobFilter | DeadFilter]] = {
+    "jobs": parse_job_filter,
+    "dead": parse_dead_filter,
+}
+
+
+@dataclass(frozen=True)
+class DeepLink:
+    """Where the console opens (`jobtui --tab dead --filter 'kind:x'`, `jobtui --job 123`):
+    a tab, that tab's filter, and a detail view (`what` "job" or "dead", and the id) on top."""
+
+    tab: str = "overview"
+    flt: JobFilter | DeadFilter | None = None
+    detail: tuple[str, int] | None = None
+
+
+def deep_link(tab: str | None, filter_text: str | None) -> DeepLink:
+    """Check `--tab` and `--filter` before the console starts; ValueError says what is wrong
+    in one line. A filter without a tab applies to the Jobs tab."""
+    name = (tab or ("jobs" if filter_text is not None else "overview")).strip().lower()
+    if name not in TABS:
+        raise ValueError(f"unknown tab {tab!r}: use one of {', '.join(TABS)}")
+    if filter_text is None:
+        return DeepLink(name)
+    parse = FILTERED_TABS.get(name)
+    if parse is None:
+        raise ValueError(
+            f"the {TAB_TITLES[name]} tab has no filter; --filter works with "
+            f"--tab {' or --tab '.join(FILTERED_TABS)}"
+        )
+    try:
+        return DeepLink(name, parse(filter_text))
+    except FilterError as exc:
+        raise ValueError(f"--filter: {exc}") from None
 
 
 class JobtuiApp(App[int]):
@@ -114,8 +152,10 @@ class JobtuiApp(App[int]):
         config: ConsoleConfig,
         env: str | None = None,
         env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+        opening: DeepLink | None = None,
     ) -> None:
         super().__init__()
+        self.opening = opening or DeepLink()
         self.env = env.strip() if env and env.strip() else None
         self.env_danger = self.env is not None and env_is_dangerous(self.env, env_danger_pattern)
         self.dsn = dsn
@@ -145,7 +185,7 @@ class JobtuiApp(App[int]):
         with Vertical(id="top"):
             yield StatusBar(id="status")
             yield Banners(id="banners")
-        with TabbedContent(id="tabs", initial="overview"):
+        with TabbedContent(id="tabs", initial=self.opening.tab):
             with TabPane("1 Overview", id="overview"):
                 yield OverviewPane(id="overview-pane")
             with TabPane("2 Jobs", id="jobs"):
@@ -166,8 +206,18 @@ class JobtuiApp(App[int]):
         self.query_one(Banners).show_env(self.env, self.env_danger)
         self.set_interval(1.0, self._render_status)
         self._render_status()
+        self._open(self.opening)
         self.active_pane.focus_main()
         self.refresh_now()
+
+    def _open(self, link: DeepLink) -> None:
+        """Apply a deep link's filter and open its detail view (the tab is already chosen)."""
+        if isinstance(link.flt, JobFilter):
+            self.query_one(JobsPane).set_filter(link.flt)
+        elif isinstance(link.flt, DeadFilter):
+            self.query_one(DeadPane).set_filter(link.flt)
+        if link.detail is not None:
+            self.open_detail(*link.detail)
 
     async def on_unmount(self) -> None:
         await self.link.close()
@@ -545,12 +595,15 @@ def run_console(
     config: ConsoleConfig,
     env: str | None = None,
     env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+    opening: DeepLink | None = None,
 ) -> int:
     """Run the console until the operator quits; returns the process exit code.
 
     `env` names the environment in a banner, red when it matches `env_danger_pattern`
-    (comma-separated globs, any case).
+    (comma-separated globs, any case); `opening` says where it opens (see `deep_link`).
     """
-    app = JobtuiApp(dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern)
+    app = JobtuiApp(
+        dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern, opening=opening
+    )
     app.run()
     return app.return_code or 0
