@@ -66,6 +66,7 @@ from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
+from jobtui.tui.screens.kind import KindScreen
 from jobtui.tui.server import replica_info
 from jobtui.tui.widgets.banners import DEFAULT_DANGER_PATTERN, Banners, env_is_dangerous, lag_text
 from jobtui.tui.widgets.footer import ConsoleFooter
@@ -474,6 +475,7 @@ class JobtuiApp(App[int]):
             ("Schedules", rows(SchedulesPane.BINDINGS)),
             ("Database", rows(DatabasePane.BINDINGS)),
             ("Detail", rows(DetailScreen.BINDINGS)),
+            ("Kind (enter on a kind)", rows(KindScreen.BINDINGS)),
             ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
         ]
 
@@ -486,8 +488,22 @@ class JobtuiApp(App[int]):
         self.open_detail(message.what, message.row_id)
 
     def on_kind_chosen(self, message: KindChosen) -> None:
-        self.query_one("#tabs", TabbedContent).active = "jobs"
+        self.push_screen(KindScreen(message.kind))
+
+    def on_kind_screen_jobs_asked(self, message: KindScreen.JobsAsked) -> None:
+        self._leave_for("jobs")
         self.query_one(JobsPane).set_filter(JobFilter(kind=message.kind))
+
+    def on_kind_screen_dead_asked(self, message: KindScreen.DeadAsked) -> None:
+        self._leave_for("dead")
+        self.query_one(DeadPane).set_filter(DeadFilter(kind=message.kind))
+
+    def _leave_for(self, tab: str) -> None:
+        """Close the screens over the tabs and show `tab`."""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.query_one("#tabs", TabbedContent).active = tab
+        self.call_after_refresh(self._focus_active)
 
     def on_write_asked(self, message: WriteAsked) -> None:
         self.writes.ask(message)

@@ -28,12 +28,13 @@ import socket
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from jobtui.db import acheck_schema, describe_error
 from jobtui.limits import sync_kind_limits
 from jobtui.registry import HandlerSpec, Registry
 from jobtui.schedules import sync_schedules
-from jobtui.sql import notify_channel
+from jobtui.sql import notify_channel, queries
 from jobtui.worker.control import Control
 from jobtui.worker.dispatcher import Dispatcher
 from jobtui.worker.flusher import FLUSH_LOCK_TIMEOUT_S, Flusher
@@ -247,8 +248,22 @@ class Worker:
             await self._drain()
 
     async def _sync_declarations(self, link: Link) -> None:
-        """Write the handlers' declared limits and the app's schedules (before any claim)."""
+        """Write the handlers' declared limits and the app's schedules (before any claim), and
+        their settings for the console's kind screen (`kind_handlers`)."""
         conn = await link.connection()
+        handlers = [
+            {
+                "kind": k,
+                "max_attempts": spec.max_attempts,
+                "timeout_s": spec.timeout,
+                "backoff_base_s": spec.backoff_base,
+                "backoff_cap_s": spec.backoff_cap,
+            }
+            for k, spec in self._specs.items()
+        ]
+        await conn.execute(
+            queries(self.schema).kind_declare_handlers, {"rows": Jsonb(handlers), "worker": self.id}
+        )
         changed = await sync_kind_limits(conn, self.schema, self.kind_limits)
         if changed:
             log.info("worker=%s event=limits_declared kinds=%s", self.id, ",".join(changed))

@@ -16,3 +16,18 @@ ALTER TABLE __schema__.workers
   ADD COLUMN IF NOT EXISTS control_by      text,
   ADD COLUMN IF NOT EXISTS control_applied text
     CONSTRAINT workers_control_applied_check CHECK (control_applied IN ('quiet', 'stop'));
+
+-- What the handler of each kind declares that the database otherwise never sees (issue 11's
+-- kind screen shows it): its max_attempts (NULL: each job row's own decides), timeout (NULL:
+-- none) and retry back-off, as
+-- written by the last worker that started with a handler for the kind (jobtui.worker.supervisor;
+-- during a rolling deploy, workers may differ: the row says which one wrote it).
+CREATE TABLE IF NOT EXISTS __schema__.kind_handlers (
+  kind          text primary key,
+  max_attempts  int,
+  timeout_s     double precision,
+  backoff_base_s double precision not null,
+  backoff_cap_s  double precision not null,
+  declared_by   text not null,
+  declared_at   timestamptz not null default now()
+);
