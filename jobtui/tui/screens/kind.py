@@ -37,7 +37,7 @@ from jobtui.inert import inert, one_line
 from jobtui.kindinfo import ErrorGroup, KindInfo
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host
-from jobtui.tui.screens.kind_chart import bars, ms_text, time_axis
+from jobtui.tui.screens.kind_chart import SCALE_W, bars, ms_text, time_axis
 from jobtui.tui.widgets.footer import ConsoleFooter
 
 MIN_RELOAD_S = 5.0
@@ -107,11 +107,19 @@ class KindScreen(Screen[None]):
             self._set("#kind-head", Text(f"database unreachable: {exc.message}", style="bold"))
             return
         self.info = info
+        self._show(info)
+        self.refresh_bindings()
+
+    def _show(self, info: KindInfo) -> None:
         self._set("#kind-head", head(info))
-        self._set("#kind-charts", charts(info))
+        width = self.query_one("#kind-scroll").size.width - 1  # less the scrollbar
+        self._set("#kind-charts", charts(info, width))
         self._set("#kind-errors", errors(info))
         self._set("#kind-settings", settings(info))
-        self.refresh_bindings()
+
+    def on_resize(self) -> None:
+        if self.info is not None:
+            self._show(self.info)
 
     def _set(self, selector: str, text: Text) -> None:
         """Repaint only what changed: an idle kind screen sends nothing to the terminal."""
@@ -186,10 +194,12 @@ def head(info: KindInfo) -> Text:
     return Text("\n").join(lines)
 
 
-def charts(info: KindInfo) -> Text:
-    """Depth, done, failed, p50, p95 over the span, each with its scale; one time axis under
-    each pair so the times stay next to the bars they label."""
-    b = info.buckets
+def charts(info: KindInfo, width: int = 80) -> Text:
+    """Depth, done, failed, p50, p95 over the span, each with its scale; a time axis under
+    each group so the times stay near the bars they label. Narrower than the span (below 80
+    columns), the charts show its most recent part, and the title says so."""
+    room = max(12, width - SCALE_W - 2)
+    b = info.buckets[-room:]
     failing = any(x.failed_per_min for x in b)
     parts: list[Text] = []
 
@@ -198,6 +208,11 @@ def charts(info: KindInfo) -> Text:
         parts.extend(rows)
 
     axis = time_axis([x.start for x in b])
+    if len(b) < len(info.buckets):
+        minutes = len(b) * b[0].minutes
+        parts.append(
+            Text(f"(the last {format_duration(minutes * 60)} fit this width)", style="dim")
+        )
     chart(
         Text("unfinished jobs (ready, scheduled, running) at each point", style="bold"),
         bars([x.depth for x in b]),
