@@ -15,7 +15,7 @@ from jobtui import kindinfo
 from jobtui.stats import N_BUCKETS, bucket_index
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
-from jobtui.tui.screens.kind import KindScreen
+from jobtui.tui.screens.kind import KindScreen, settings
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 
@@ -253,3 +253,35 @@ async def test_kind_screen_resumes_the_kind(dsn: str, conn: psycopg.Connection) 
         await until(pilot, lambda: screen.info is not None and screen.info.paused_by is None)
         await pilot.pause()
         assert "PAUSED" not in rendered(screen.query_one("#kind-head"))
+
+
+async def test_a_starting_worker_records_its_handlers_for_the_kind_screen(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    from apps.helpers import running_worker
+
+    from jobtui.registry import Registry
+
+    reg = Registry()
+
+    @reg.handler("export_crm", max_attempts=4, timeout=12.5, backoff_base=2.0, backoff_cap=90.0)
+    async def export(payload: Any) -> None:
+        return None
+
+    @reg.handler("plain")
+    async def plain(payload: Any) -> None:
+        return None
+
+    async with running_worker(dsn, reg) as worker:
+        info = await kindinfo.load(aconn, "public", "export_crm", "hour")
+        other = await kindinfo.load(aconn, "public", "plain", "hour")
+        worker_id = worker.id
+    assert info.handler is not None
+    assert (info.handler.max_attempts, info.handler.timeout_s) == (4, 12.5)
+    assert (info.handler.backoff_base_s, info.handler.backoff_cap_s) == (2.0, 90.0)
+    assert info.handler.declared_by == worker_id
+    assert [w.id for w in info.live_workers] == [worker_id]
+    assert other.handler is not None and other.handler.max_attempts is None
+    assert other.handler.timeout_s is None
+    text = settings(other).plain
+    assert "each job row's own" in text and "timeout        none" in text

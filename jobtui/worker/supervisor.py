@@ -261,9 +261,16 @@ class Worker:
             }
             for k, spec in self._specs.items()
         ]
-        await conn.execute(
-            queries(self.schema).kind_declare_handlers, {"rows": Jsonb(handlers), "worker": self.id}
-        )
+        try:
+            await conn.execute(
+                queries(self.schema).kind_declare_handlers,
+                {"rows": Jsonb(handlers), "worker": self.id},
+            )
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # Shown on the console's kind screen only; never a reason not to work.
+            log.warning(
+                "worker=%s event=handlers_not_recorded error=%s", self.id, describe_error(exc)
+            )
         changed = await sync_kind_limits(conn, self.schema, self.kind_limits)
         if changed:
             log.info("worker=%s event=limits_declared kinds=%s", self.id, ",".join(changed))
