@@ -144,7 +144,8 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         results: list[list[dict[str, Any]]] = []
         for sql in (
             q.kind_minutes,
-            q.kind_unfinished,
+            q.metrics_pending_by_kind,  # every kind's, by index-only scans; this kind's is kept
+            q.kind_row_max_attempts,
             q.kind_dead_count,
             q.kind_depth_changes,
             q.kind_dead_signatures,
@@ -156,26 +157,37 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         ):
             await cur.execute(sql, params)
             results.append(await cur.fetchall())
-    minutes, unfinished, dead_count, changes, dead, retry, handler, paused, limits, workers = (
-        results
+    (
+        minutes,
+        pending,
+        row_max,
+        dead_count,
+        changes,
+        dead,
+        retry,
+        handler,
+        paused,
+        limits,
+        workers,
+    ) = results
+    now_counts = next((r for r in pending if r["kind"] == kind), None) or dict.fromkeys(
+        ("ready", "scheduled", "running", "exhausted", "retrying"), 0
     )
-    now_counts = unfinished[0]
-    buckets = _buckets(since, back, width, minutes, changes, int(now_counts["unfinished"]))
+    unfinished = sum(int(now_counts[k]) for k in ("ready", "scheduled", "running", "exhausted"))
+    buckets = _buckets(since, back, width, minutes, changes, unfinished)
     return KindInfo(
         kind=kind,
         span=span,
         taken_at=clock["now"],
         buckets=buckets,
-        unfinished=int(now_counts["unfinished"]),
+        unfinished=unfinished,
         ready=int(now_counts["ready"]),
         running=int(now_counts["running"]),
         retrying=int(now_counts["retrying"]),
         exhausted=int(now_counts["exhausted"]),
         dead=int(dead_count[0]["dead"]),
         row_max_attempts=(
-            (now_counts["min_max_attempts"], now_counts["max_max_attempts"])
-            if now_counts["min_max_attempts"] is not None
-            else None
+            (row_max[0]["low"], row_max[0]["high"]) if row_max[0]["low"] is not None else None
         ),
         dead_errors=_groups(dead),
         retry_errors=_groups(retry),

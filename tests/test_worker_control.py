@@ -4,14 +4,13 @@ worker by NOTIFY, or at its next heartbeat without LISTEN; every request is one 
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from typing import Any
 
 import psycopg
 import pytest
 from apps.fleet import Procs, ledger_fixture, procs_fixture  # noqa: F401 - fixtures
 from apps.helpers import fetchall, fetchval, running_worker, wait_until
+from test_deep_links import jobtui
 
 from jobtui import enqueue
 from jobtui.ops import Actor, InvalidAction
@@ -122,15 +121,6 @@ async def test_bad_requests_are_refused_and_change_nothing(
     assert rows == [("stop", "ops@test")]
     audit = await fetchall(aconn, "SELECT action, count FROM audit_log ORDER BY id")
     assert audit == [("stop_worker", 1), ("stop_worker", 0)]
-
-
-def jobtui(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "jobtui", "--dsn", dsn, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.mark.slow

@@ -11,25 +11,17 @@ SELECT s.minute, s.done, s.failed, s.dead, s.hist
 FROM __schema__.kind_stats s
 WHERE s.kind = %(kind)s AND s.minute >= %(since)s
 
--- name: kind_unfinished
--- The kind's unfinished rows now, by state, from the covering jobs_pending_kind index (the same
--- rules as metrics_pending_by_kind; `exhausted` rows can never run and count apart).
-SELECT count(*) AS unfinished,
-       count(j.locked_at) AS running,
-       count(*) FILTER (WHERE j.locked_at IS NULL AND j.run_at <= now()
-                          AND j.attempts < j.max_attempts) AS ready,
-       count(*) FILTER (WHERE j.locked_at IS NULL AND j.attempts > 0
-                          AND j.attempts < j.max_attempts) AS retrying,
-       count(*) FILTER (WHERE j.locked_at IS NULL
-                          AND j.attempts >= j.max_attempts) AS exhausted,
-       min(j.max_attempts) AS min_max_attempts, max(j.max_attempts) AS max_max_attempts
+-- name: kind_row_max_attempts
+-- The max_attempts the kind's unfinished rows carry (the handler's, when it declares one,
+-- overrides them), from the covering jobs_pending_kind index.
+SELECT min(j.max_attempts) AS low, max(j.max_attempts) AS high
 FROM __schema__.jobs j
 WHERE j.finished_at IS NULL AND j.kind = %(kind)s
 
 -- name: kind_depth_changes
 -- How the kind's unfinished count changed, per minute since %(since)s: +1 when a row was
 -- created, -1 when it finished (done or cancelled, in jobs) or died (into dead_letters). The
--- caller walks back from the count now. Rows pruned since %(since)s are missing, so the depth
+-- caller walks back from the count now (metrics_pending_by_kind). Rows pruned since %(since)s are missing, so the depth
 -- before a prune reads lower than it was. Reads the kind's rows in jobs (jobs_kind_id) and its
 -- dead letters that died since %(since)s (dead_letters_died).
 WITH r AS (

@@ -35,6 +35,7 @@ from jobtui import kindinfo
 from jobtui.config import format_duration
 from jobtui.inert import inert, one_line
 from jobtui.kindinfo import ErrorGroup, KindInfo
+from jobtui.metrics import rate_text
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host
 from jobtui.tui.screens.kind_chart import SCALE_W, bars, ms_text, time_axis
@@ -269,8 +270,9 @@ def _limits(info: KindInfo) -> str:
         parts.append(f"≤{lim.concurrency} running")
     if lim.per_worker:
         parts.append(f"≤{lim.per_worker} per worker")
-    if lim.rate:
-        parts.append(f"{lim.rate}/{'m' if lim.period_s == 60 else 's'}")
+    rate = rate_text(lim.rate, lim.period_s)
+    if rate:
+        parts.append(rate)
     source = f"override by {lim.overridden_by}" if lim.overridden_by else "declared on the handler"
     return f"{', '.join(parts)} ({source})"
 
