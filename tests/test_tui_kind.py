@@ -209,6 +209,20 @@ async def test_enter_on_a_kind_opens_its_screen_at_80x24(
         assert "last day" in rendered(screen.query_one("#kind-head"))
 
 
+async def test_at_60x20_the_charts_show_the_recent_part_that_fits(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    history(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(60, 20)) as pilot:
+        screen = await open_kind(app, pilot)
+        charts = rendered(screen.query_one("#kind-charts"))
+        assert "(the last 52m00s fit this width)" in charts
+        assert max(len(line) for line in charts.splitlines()) <= 59
+        assert "✗ failed attempts per minute" in charts and " now" in charts
+        assert "⏸ PAUSED" in rendered(screen.query_one("#kind-head"))
+
+
 async def test_kind_screen_keys_jump_to_jobs_and_dead_letters(
     dsn: str, conn: psycopg.Connection
 ) -> None:

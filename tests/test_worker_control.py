@@ -9,12 +9,13 @@ from typing import Any
 import psycopg
 import pytest
 from apps.fleet import Procs, ledger_fixture, procs_fixture  # noqa: F401 - fixtures
-from apps.helpers import fetchall, fetchval, running_worker, wait_until
+from apps.helpers import fetchall, fetchval, running_worker, settings, wait_until
 from test_deep_links import jobtui
 
 from jobtui import enqueue
 from jobtui.ops import Actor, InvalidAction
 from jobtui.registry import Registry
+from jobtui.worker import Worker
 from jobtui.worker_control import control_worker
 
 ACTOR = Actor("ops@test")
@@ -186,3 +187,20 @@ async def test_console_asks_then_quiets_the_worker_and_audits_it(
         ("quiet", Actor.current().os_user)
     ]
     assert conn.execute("SELECT action, count FROM audit_log").fetchall() == [("quiet_worker", 1)]
+
+
+async def test_stop_past_the_grace_releases_the_running_job_and_ends_the_worker(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    reg, _release, ran = gated()  # never released: the handler outlives the grace
+    job = await enqueue(aconn, "slow", {"n": 1})
+    worker = Worker(dsn, "public", reg, settings(shutdown_grace=0.5))
+    task = asyncio.create_task(worker.run())
+    await wait_until(lambda: ran == [1], what="the job to start")
+    await control_worker(aconn, "public", worker.id, "stop", actor=ACTOR)
+    await asyncio.wait_for(task, 15)  # the worker's run() returns: the process would exit
+    row = await fetchall(
+        aconn, "SELECT attempts, locked_by, finished_at FROM jobs WHERE id = %s", (job,)
+    )
+    assert row == [(0, None, None)]  # given back, the attempt not counted: it runs again
+    assert await fetchval(aconn, "SELECT count(*) FROM workers") == 0
