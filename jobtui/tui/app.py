@@ -14,6 +14,11 @@ and skips the database while a modal or the detail screen is open. Panes and scr
 writes, exports and navigation with the messages of `jobtui.tui.host`; every write goes through
 `jobtui.ops` in the one `WriteController`, after a confirmation that names the count, and its
 outcome comes back as a message handled below (`on_write_controller_*`).
+
+Enter on a kind opens its screen (jobtui.tui.screens.kind), whose keys lead to the kind's jobs
+or dead letters; the Workers tab's quiet/resume/stop (`WorkerControlAsked`) is confirmed here
+and run through jobtui.worker_control. `DeepLink` (from `--tab`, `--filter`, `--job`, checked by
+`deep_link` before the console starts) says which tab, filter and detail view it opens on.
 """
 
 from __future__ import annotations
