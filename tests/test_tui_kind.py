@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+import pytest
 from rich.text import Text
 from test_tui_console import add_dead, config, notifications, rendered, until
 
@@ -15,7 +16,7 @@ from jobtui import kindinfo
 from jobtui.stats import N_BUCKETS, bucket_index
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
-from jobtui.tui.screens.kind import KindScreen, settings
+from jobtui.tui.screens.kind import KindScreen, head, settings
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 
@@ -136,6 +137,16 @@ async def test_load_reads_history_errors_and_settings(
         ("web-2:20:bbb", False, "quiet"),
         ("old:1:zzz", True, None),
     ]
+    unknown = await kindinfo.load(aconn, "public", "never_seen", "hour")
+    assert (unknown.unfinished, unknown.dead, unknown.handler) == (0, 0, None)
+    assert {b.depth for b in unknown.buckets} == {0} and len(unknown.buckets) == 60
+    assert [w.id for w in unknown.workers] == ["web-2:20:bbb"]  # it handles every kind ('*')
+    conn.execute("DELETE FROM workers WHERE id = 'web-2:20:bbb'")
+    unknown = await kindinfo.load(aconn, "public", "never_seen", "hour")
+    assert unknown.workers == []
+    assert "! no live worker handles this kind" in head(unknown).plain
+    with pytest.raises(kindinfo.InvalidSpan):
+        await kindinfo.load(aconn, "public", "export_crm", "week")
     day = await kindinfo.load(aconn, "public", "export_crm", "day")
     assert len(day.buckets) == 72
     assert sum(b.done_per_min * b.minutes for b in day.buckets) == 130
