@@ -6,6 +6,7 @@
     dead        dead.py
     schedules   schedules.py
     kinds       kinds.py
+    workers     workers.py (quiet, resume, stop a worker)
     stats check monitoring.py
     worker migrate prune roles  admin.py
 
@@ -21,7 +22,18 @@ import sys
 from collections.abc import Sequence
 
 from jobtui import __version__
-from jobtui.cli import admin, console, dead, demo, jobs, kinds, monitoring, queue, schedules
+from jobtui.cli import (
+    admin,
+    console,
+    dead,
+    demo,
+    jobs,
+    kinds,
+    monitoring,
+    queue,
+    schedules,
+    workers,
+)
 from jobtui.cli.args import FORMATTER, Commands, Parser, common_options, epilog
 from jobtui.cli.errors import EXIT_INTERRUPTED, EXIT_OK, explain, one_line
 
@@ -35,6 +47,7 @@ GROUPS = (
     jobs,
     schedules,
     kinds,
+    workers,
 )  # in `jobtui --help` order
 
 

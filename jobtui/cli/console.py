@@ -2,20 +2,32 @@
 
 textual is imported when the console starts, never when the command line is parsed, so the
 other commands run on machines and in scripts where no terminal UI is wanted.
+
+Deep links open the console somewhere: `--tab NAME [--filter TEXT]` (the filter of the Jobs or
+Dead letters tab, in the `/` prompt's syntax; a filter alone applies to Jobs) and `--job ID`
+(its detail: the job's, or the dead letter's when the id is in dead letters only). All are
+checked before the console starts: a bad tab or filter, or an id in neither table, is one
+line on stderr and a non-zero exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobtui.cli.args import Args, Commands, duration
+from jobtui import browse
+from jobtui.cli.args import Args, Commands, duration, job_id
 from jobtui.cli.errors import CliError
 from jobtui.cli.session import dsn_of, schema_of
 from jobtui.console_config import ConsoleConfig, load_console_config
-from jobtui.db import check_schema, connect
+from jobtui.db import aconnect, check_schema, connect
+
+if TYPE_CHECKING:
+    from jobtui.tui.app import DeepLink
 
 MIN_REFRESH_S = 0.5
 
@@ -30,6 +42,8 @@ def register(commands: Commands) -> None:
         cmd_console,
         "jobtui console",
         "jobtui console --read-only --refresh 5s",
+        "jobtui console --tab dead --filter 'kind:export_crm'",
+        "jobtui console --job 123",
     )
     add_options(p, suppress=False)
 
@@ -62,6 +76,25 @@ def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
         default=default,
         help="refresh interval, e.g. 2s (default from config: 2s)",
     )
+    p.add_argument(
+        "--tab",
+        metavar="NAME",
+        default=default,
+        help="open on this tab: overview, jobs, dead, workers, schedules, database",
+    )
+    p.add_argument(
+        "--filter",
+        metavar="TEXT",
+        default=default,
+        help="the filter of --tab jobs or dead, as typed at `/` (e.g. 'kind:email state:ready')",
+    )
+    p.add_argument(
+        "--job",
+        type=job_id,
+        metavar="ID",
+        default=default,
+        help="open the detail of this job (or of the dead letter with this id)",
+    )
 
 
 def cmd_console(args: Args) -> int:
@@ -74,21 +107,51 @@ def cmd_console(args: Args) -> int:
     refresh = getattr(args, "refresh", None)
     if refresh:
         config = config.with_(refresh_s=max(MIN_REFRESH_S, refresh))
+    from jobtui.tui.app import deep_link  # textual is imported here, and only here
+
+    try:
+        opening = deep_link(getattr(args, "tab", None), getattr(args, "filter", None))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     dsn, schema = dsn_of(args), schema_of(args)
     with connect(dsn) as conn:  # one clear line now rather than a banner in an empty console
         check_schema(conn, schema)
+    wanted = getattr(args, "job", None)
+    if wanted is not None:
+        what = asyncio.run(_which_table(dsn, schema, wanted))
+        if what is None:
+            raise CliError(f"--job {wanted}: no job or dead letter has this id")
+        opening = dataclasses.replace(opening, detail=(what, wanted))
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         raise CliError("the console needs a terminal (for scripts, see `jobtui stats`)")
-    return run(dsn, schema, config)
+    return run(dsn, schema, config, opening)
 
 
-def run(dsn: str, schema: str, config: ConsoleConfig) -> int:
+async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:
+    """ "job" when `row_id` is in jobs, "dead" when only in dead letters, else None."""
+    conn = await aconnect(dsn)
+    try:
+        if await browse.get_job(conn, schema, row_id) is not None:
+            return "job"
+        if await browse.get_dead(conn, schema, row_id) is not None:
+            return "dead"
+        return None
+    finally:
+        await conn.close()
+
+
+def run(dsn: str, schema: str, config: ConsoleConfig, opening: DeepLink | None = None) -> int:
     """Run the console until the operator quits; returns the exit code."""
-    from jobtui.tui.app import run_console  # textual is imported here, and only here
+    from jobtui.tui.app import run_console
 
     return int(
         run_console(
-            dsn, schema, config=config, env=config.env, env_danger_pattern=config.env_danger_pattern
+            dsn,
+            schema,
+            config=config,
+            env=config.env,
+            env_danger_pattern=config.env_danger_pattern,
+            opening=opening,
         )
         or 0
     )

@@ -14,12 +14,19 @@ and skips the database while a modal or the detail screen is open. Panes and scr
 writes, exports and navigation with the messages of `jobtui.tui.host`; every write goes through
 `jobtui.ops` in the one `WriteController`, after a confirmation that names the count, and its
 outcome comes back as a message handled below (`on_write_controller_*`).
+
+Enter on a kind opens its screen (jobtui.tui.screens.kind), whose keys lead to the kind's jobs
+or dead letters; the Workers tab's quiet/resume/stop (`WorkerControlAsked`) is confirmed here
+and run through jobtui.worker_control. `DeepLink` (from `--tab`, `--filter`, `--job`, checked by
+`deep_link` before the console starts) says which tab, filter and detail view it opens on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar
 
@@ -38,9 +45,10 @@ from jobtui.config import format_duration
 from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
-from jobtui.models import JobFilter, ReplicaInfo
+from jobtui.models import DeadFilter, JobFilter, ReplicaInfo
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown
+from jobtui.tui.filters import FilterError, parse_dead_filter, parse_job_filter
 from jobtui.tui.host import (
     DetailAsked,
     ExportAsked,
@@ -60,14 +68,18 @@ from jobtui.tui.panes.overview import OverviewPane
 from jobtui.tui.panes.pane import Pane
 from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
+from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.help import HelpScreen, Section
+from jobtui.tui.screens.kind import KindScreen
 from jobtui.tui.server import replica_info
 from jobtui.tui.widgets.banners import DEFAULT_DANGER_PATTERN, Banners, env_is_dangerous, lag_text
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
-from jobtui.tui.write_controller import WriteController
+from jobtui.tui.worker_actions import WORKER_ACTIONS, WorkerControlAsked
+from jobtui.tui.write_controller import FAILURES, WriteController
+from jobtui.worker_control import control_worker
 
 TABS = ("overview", "jobs", "dead", "workers", "schedules", "database")
 TAB_TITLES = {
@@ -80,6 +92,41 @@ TAB_TITLES = {
 }
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 BLOCKED_RECHECK_S = 0.5
+# The tabs with a `/` filter, and how their filter text is read.
+FILTERED_TABS: dict[str, Callable[[str], JobFilter | DeadFilter]] = {
+    "jobs": parse_job_filter,
+    "dead": parse_dead_filter,
+}
+
+
+@dataclass(frozen=True)
+class DeepLink:
+    """Where the console opens (`jobtui --tab dead --filter 'kind:x'`, `jobtui --job 123`):
+    a tab, that tab's filter, and a detail view (`what` "job" or "dead", and the id) on top."""
+
+    tab: str = "overview"
+    flt: JobFilter | DeadFilter | None = None
+    detail: tuple[str, int] | None = None
+
+
+def deep_link(tab: str | None, filter_text: str | None) -> DeepLink:
+    """Check `--tab` and `--filter` before the console starts; ValueError says what is wrong
+    in one line. A filter without a tab applies to the Jobs tab."""
+    name = (tab or ("jobs" if filter_text is not None else "overview")).strip().lower()
+    if name not in TABS:
+        raise ValueError(f"unknown tab {tab!r}: use one of {', '.join(TABS)}")
+    if filter_text is None:
+        return DeepLink(name)
+    parse = FILTERED_TABS.get(name)
+    if parse is None:
+        raise ValueError(
+            f"the {TAB_TITLES[name]} tab has no filter; --filter works with "
+            f"--tab {' or --tab '.join(FILTERED_TABS)}"
+        )
+    try:
+        return DeepLink(name, parse(filter_text))
+    except FilterError as exc:
+        raise ValueError(f"--filter: {exc}") from None
 
 
 class JobtuiApp(App[int]):
@@ -111,8 +158,10 @@ class JobtuiApp(App[int]):
         config: ConsoleConfig,
         env: str | None = None,
         env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+        opening: DeepLink | None = None,
     ) -> None:
         super().__init__()
+        self.opening = opening or DeepLink()
         self.env = env.strip() if env and env.strip() else None
         self.env_danger = self.env is not None and env_is_dangerous(self.env, env_danger_pattern)
         self.dsn = dsn
@@ -142,7 +191,7 @@ class JobtuiApp(App[int]):
         with Vertical(id="top"):
             yield StatusBar(id="status")
             yield Banners(id="banners")
-        with TabbedContent(id="tabs", initial="overview"):
+        with TabbedContent(id="tabs", initial=self.opening.tab):
             with TabPane("1 Overview", id="overview"):
                 yield OverviewPane(id="overview-pane")
             with TabPane("2 Jobs", id="jobs"):
@@ -163,8 +212,18 @@ class JobtuiApp(App[int]):
         self.query_one(Banners).show_env(self.env, self.env_danger)
         self.set_interval(1.0, self._render_status)
         self._render_status()
+        self._open(self.opening)
         self.active_pane.focus_main()
         self.refresh_now()
+
+    def _open(self, link: DeepLink) -> None:
+        """Apply a deep link's filter and open its detail view (the tab is already chosen)."""
+        if isinstance(link.flt, JobFilter):
+            self.query_one(JobsPane).set_filter(link.flt)
+        elif isinstance(link.flt, DeadFilter):
+            self.query_one(DeadPane).set_filter(link.flt)
+        if link.detail is not None:
+            self.open_detail(*link.detail)
 
     async def on_unmount(self) -> None:
         await self.link.close()
@@ -421,6 +480,7 @@ class JobtuiApp(App[int]):
             ("Schedules", rows(SchedulesPane.BINDINGS)),
             ("Database", rows(DatabasePane.BINDINGS)),
             ("Detail", rows(DetailScreen.BINDINGS)),
+            ("Kind (enter on a kind)", rows(KindScreen.BINDINGS)),
             ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
         ]
 
@@ -433,8 +493,22 @@ class JobtuiApp(App[int]):
         self.open_detail(message.what, message.row_id)
 
     def on_kind_chosen(self, message: KindChosen) -> None:
-        self.query_one("#tabs", TabbedContent).active = "jobs"
+        self.push_screen(KindScreen(message.kind))
+
+    def on_kind_screen_jobs_asked(self, message: KindScreen.JobsAsked) -> None:
+        self._leave_for("jobs")
         self.query_one(JobsPane).set_filter(JobFilter(kind=message.kind))
+
+    def on_kind_screen_dead_asked(self, message: KindScreen.DeadAsked) -> None:
+        self._leave_for("dead")
+        self.query_one(DeadPane).set_filter(DeadFilter(kind=message.kind))
+
+    def _leave_for(self, tab: str) -> None:
+        """Close the screens over the tabs and show `tab`."""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        self.query_one("#tabs", TabbedContent).active = tab
+        self.call_after_refresh(self._focus_active)
 
     def on_write_asked(self, message: WriteAsked) -> None:
         self.writes.ask(message)
@@ -450,6 +524,40 @@ class JobtuiApp(App[int]):
 
     def on_limits_asked(self, message: LimitsAsked) -> None:
         self.writes.kind_limits(message.kind)
+
+    def on_worker_control_asked(self, message: WorkerControlAsked) -> None:
+        self.run_worker(self._control_worker(message.worker_id, message.action), group="ask")
+
+    async def _control_worker(self, worker_id: str, action: str) -> None:
+        """Confirm, then quiet, resume or stop one worker (jobtui.worker_control, audited)."""
+        verb, note = WORKER_ACTIONS[action]
+        if self.read_only:
+            self.post_message(
+                WriteController.Done(
+                    f"Read-only: {verb.lower()} a worker is not allowed.", severity="warning"
+                )
+            )
+            return
+        body = Text.assemble(
+            (f"{verb} worker ", "bold"), inert(worker_id, style="bold"), "\n", (note, "dim")
+        )
+        choice = await self.push_screen_wait(
+            ConfirmScreen(
+                f"{verb} worker?",
+                body,
+                [Choice("yes", f"{verb} {clean(worker_id)}")],
+                danger=action == "stop",
+            )
+        )
+        if choice != "yes":
+            return
+        try:
+            outcome = await self.link.run(control_worker, worker_id, action, actor=self.actor)
+        except FAILURES as exc:
+            self.post_message(WriteController.Failed(exc))
+            return
+        text = outcome.text()
+        self.post_message(WriteController.Done(text[0].upper() + text[1:] + ".", refresh=True))
 
     # --- what the write controller reports: the one place its outcomes are handled --------
 
@@ -508,12 +616,15 @@ def run_console(
     config: ConsoleConfig,
     env: str | None = None,
     env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
+    opening: DeepLink | None = None,
 ) -> int:
     """Run the console until the operator quits; returns the process exit code.
 
     `env` names the environment in a banner, red when it matches `env_danger_pattern`
-    (comma-separated globs, any case).
+    (comma-separated globs, any case); `opening` says where it opens (see `deep_link`).
     """
-    app = JobtuiApp(dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern)
+    app = JobtuiApp(
+        dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern, opening=opening
+    )
     app.run()
     return app.return_code or 0

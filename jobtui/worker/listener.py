@@ -3,7 +3,8 @@ find out, rather than assume, whether LISTEN works.
 
 Promise kept: a cancel reaches a live worker at once (the 'cancel' NOTIFY wakes the liveness
 task, which checks this worker's jobs), not at its next heartbeat. Anything sent while the
-connection was down is assumed missed: on every (re)connect both are woken.
+connection was down is assumed missed: on every (re)connect all are woken. An operator's
+request for this worker (`control:<worker id>`, quiet/resume/stop) wakes liveness to read it.
 
 A LISTEN can be connected and hear nothing: through a transaction pooler (PgBouncer's
 `pool_mode = transaction`) the LISTEN stays on whichever server connection ran it, and
@@ -35,6 +36,7 @@ PROBE_EVERY_S = 30.0
 PROBE_WAIT_S = 2.0
 NO_LISTEN_POLL_S = 0.25
 PROBE_PREFIX = "probe:"
+CONTROL_PREFIX = "control:"  # jobtui.worker_control's NOTIFY: "control:<worker id>"
 
 
 class Wakeups:
@@ -95,10 +97,13 @@ async def listen(
     on_work: Callable[[], None],
     on_cancel: Callable[[], None],
     on_limits: Callable[[], None] = lambda: None,
+    on_control: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run until cancelled, reconnecting with back-off."""
+    """Run until cancelled, reconnecting with back-off. `on_control` runs when an operator
+    changed this worker's request (a `control:<worker id>` NOTIFY, jobtui.worker_control)."""
     failures = 0
     mine = f"{PROBE_PREFIX}{state.worker_id}:"
+    control = f"{CONTROL_PREFIX}{state.worker_id}"
     while True:
         conn: psycopg.AsyncConnection | None = None
         try:
@@ -111,6 +116,7 @@ async def listen(
             state.reconnected.set()
             on_work()
             on_cancel()
+            on_control()
             async for note in conn.notifies():
                 payload = note.payload
                 if payload.startswith(PROBE_PREFIX):
@@ -120,6 +126,11 @@ async def listen(
                             state.heard_seq = max(state.heard_seq, int(payload[len(mine) :]))
                         state.heard.set()
                     continue  # another worker's probe: no work in it
+                if payload.startswith(CONTROL_PREFIX):
+                    if payload == control:
+                        state.woken()
+                        on_control()
+                    continue  # a request for another worker: no work in it
                 state.woken()
                 if payload == "cancel":
                     on_cancel()

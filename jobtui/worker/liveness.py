@@ -16,6 +16,10 @@ judged dead by others, who rescue its jobs. So once its last successful heartbea
 (`fenced`), and once it is older than
 `timeout` it stops its running handlers as lost (their rows are or will be rescued; an outcome
 for them is refused anyway). It claims again after its next successful heartbeat.
+
+Operator requests (quiet, resume, stop; jobtui.worker.control) are read after every heartbeat
+and at once when the listener hears this worker's `control:` NOTIFY (`note_control`), on this
+task's own connection, so a worker that hears no NOTIFY still acts within one interval.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 import psycopg
 
+from jobtui.worker.control import Control
 from jobtui.worker.dispatcher import Dispatcher
 from jobtui.worker.link import Link
 from jobtui.worker.statements import WorkerDB
@@ -50,6 +55,7 @@ class Liveness:
         interval: float,
         row: Callable[[], dict[str, Any]],
         timeout: float = NEVER,
+        control: Control | None = None,
     ) -> None:
         self.db = db
         self.link = link
@@ -64,6 +70,13 @@ class Liveness:
         self.row = row  # the worker's `workers` row as heartbeat parameters
         self.check_jobs = asyncio.Event()
         self._cancel_noted = 0.0  # monotonic time of the last 'cancel' NOTIFY
+        self.control = control
+        self._control_due = False
+
+    def note_control(self) -> None:
+        """An operator changed this worker's request: read it now."""
+        self._control_due = True
+        self.check_jobs.set()
 
     def note_cancel(self) -> None:
         """A cancel committed somewhere: check this worker's jobs now."""
@@ -134,6 +147,10 @@ class Liveness:
                     next_beat = time.monotonic() + self.interval
                     await self.beat()
                     await self.check_my_jobs()
+                    self._control_due = True
+                if self._control_due and self.control is not None:
+                    self._control_due = False
+                    await self.control.check(self.link)
             except psycopg.Error as exc:
                 # Retried within half an interval whatever the link's back-off says: a back-off
                 # grown past the heartbeat timeout (a server restart) got live workers' jobs

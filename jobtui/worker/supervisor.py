@@ -7,7 +7,8 @@ ready with the attempt given back (the job did not fail; the worker chose to sto
 cancelled if a cancel was requested. A handler that ignores its cancellation is abandoned: its
 job is released all the same, never left locked by a worker that is gone. Then the last
 outcomes and statistics are written and the `workers` row removed. A second stop request skips
-what is left of the grace.
+what is left of the grace. An operator's `jobtui workers stop` (jobtui.worker.control) runs the
+same stop; `quiet` only stops claiming (running jobs finish, heartbeats go on) until `resume`.
 
 The parts, each on its own connection and task: the dispatcher (claims and handlers, two claim
 connections), the flusher (outcomes and statistics), liveness (heartbeat, cancellations), the
@@ -27,12 +28,14 @@ import socket
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from jobtui.db import acheck_schema, describe_error
 from jobtui.limits import sync_kind_limits
 from jobtui.registry import HandlerSpec, Registry
 from jobtui.schedules import sync_schedules
-from jobtui.sql import notify_channel
+from jobtui.sql import notify_channel, queries
+from jobtui.worker.control import Control
 from jobtui.worker.dispatcher import Dispatcher
 from jobtui.worker.flusher import FLUSH_LOCK_TIMEOUT_S, Flusher
 from jobtui.worker.housekeeper import Housekeeper
@@ -172,7 +175,8 @@ class Worker:
         d = self._dispatcher = Dispatcher(
             self.id, s, self._specs, self._db, claim_links, self._flusher, self._want_analyze
         )
-        self._liveness = Liveness(
+        control = Control(self.schema, self.id, d.poke, self.request_stop)
+        self._liveness = live = Liveness(
             self._db,
             live_link,
             d,
@@ -180,9 +184,11 @@ class Worker:
             s.heartbeat_interval,
             self._row,
             s.heartbeat_timeout,
+            control,
         )
-        d.on_claimed = self._liveness.claimed
-        d.fenced = self._liveness.fenced
+        d.on_claimed = live.claimed
+        # Claim nothing while the heartbeat is overdue or an operator quieted this worker.
+        d.fenced = lambda: live.fenced() or control.quiet
         listen_dsn = s.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or self.dsn
         self._wakeups = Wakeups(self.id, s.poll_interval, listen_dsn != self.dsn)
         self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)
@@ -224,6 +230,7 @@ class Worker:
                     d.poke,
                     self._liveness.note_cancel,
                     d.limits_changed,
+                    self._liveness.note_control,
                 ),
                 name="jobtui-listen",
             ),
@@ -241,8 +248,29 @@ class Worker:
             await self._drain()
 
     async def _sync_declarations(self, link: Link) -> None:
-        """Write the handlers' declared limits and the app's schedules (before any claim)."""
+        """Write the handlers' declared limits and the app's schedules (before any claim), and
+        their settings for the console's kind screen (`kind_handlers`)."""
         conn = await link.connection()
+        handlers = [
+            {
+                "kind": k,
+                "max_attempts": spec.max_attempts,
+                "timeout_s": spec.timeout,
+                "backoff_base_s": spec.backoff_base,
+                "backoff_cap_s": spec.backoff_cap,
+            }
+            for k, spec in self._specs.items()
+        ]
+        try:
+            await conn.execute(
+                queries(self.schema).kind_declare_handlers,
+                {"rows": Jsonb(handlers), "worker": self.id},
+            )
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # Shown on the console's kind screen only; never a reason not to work.
+            log.warning(
+                "worker=%s event=handlers_not_recorded error=%s", self.id, describe_error(exc)
+            )
         changed = await sync_kind_limits(conn, self.schema, self.kind_limits)
         if changed:
             log.info("worker=%s event=limits_declared kinds=%s", self.id, ",".join(changed))

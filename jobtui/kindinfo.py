@@ -1,0 +1,258 @@
+"""One kind, in depth, for the console's kind screen: its history, errors and settings.
+
+`load(conn, schema, kind, span)` reads everything in one read-only repeatable-read transaction
+(one instant), from the per-minute `kind_stats` rows the worker writes (done, failed, run-time
+histograms merged into p50/p95 with jobtui.stats), the kind's rows (its unfinished count by
+state now, and how that count changed minute by minute, which gives its depth over the span),
+its dead letters by error signature, and its settings: the handler's (as the last worker that
+declared it recorded them, migration 0018), the rows' own max_attempts, the pause (who, when),
+the limits in force and the workers that handle it.
+
+The span is the last hour (60 one-minute buckets) or the last day (72 buckets of 20 minutes):
+both fit a chart at 80 columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from jobtui import stats
+from jobtui.sql import queries
+
+# span: (minutes back, minutes per bucket)
+SPANS: dict[str, tuple[int, int]] = {"hour": (60, 1), "day": (24 * 60, 20)}
+TOP_ERRORS = 5
+
+
+class InvalidSpan(ValueError):
+    """A span the kind screen does not offer."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One stretch of the span: figures of the minutes from `start` (inclusive), `minutes` long.
+
+    `depth` is the kind's unfinished count at the bucket's end; `done` and `failed` are per
+    minute (averaged over the bucket); p50/p95 are of the run times finished in it (None: none).
+    """
+
+    start: datetime
+    minutes: int
+    depth: int
+    done_per_min: float
+    failed_per_min: float
+    p50_ms: float | None
+    p95_ms: float | None
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Rows of the kind sharing an error: a dead-letter signature or a retry's first line."""
+
+    text: str
+    count: int
+    last_at: datetime | None
+
+
+@dataclass(frozen=True)
+class HandlerInfo:
+    """What the handler declares (None: the row decides / no timeout), and who recorded it."""
+
+    max_attempts: int | None
+    timeout_s: float | None
+    backoff_base_s: float
+    backoff_cap_s: float
+    declared_by: str
+    declared_at: datetime
+
+
+@dataclass(frozen=True)
+class LimitInfo:
+    concurrency: int | None
+    per_worker: int | None
+    rate: int | None
+    period_s: int
+    overridden_by: str | None  # None: declared on the handler
+
+
+@dataclass(frozen=True)
+class KindWorker:
+    id: str
+    host: str
+    running: int
+    concurrency: int
+    stale: bool
+    control: str | None  # what the worker applies of an operator's request: quiet, stop
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str
+    span: str
+    taken_at: datetime
+    buckets: list[Bucket]
+    unfinished: int
+    ready: int
+    running: int
+    retrying: int
+    exhausted: int
+    dead: int
+    row_max_attempts: tuple[int, int] | None  # lowest and highest among unfinished rows
+    dead_errors: list[ErrorGroup]
+    retry_errors: list[ErrorGroup]
+    handler: HandlerInfo | None
+    paused_by: str | None
+    paused_at: datetime | None
+    limits: LimitInfo | None
+    workers: list[KindWorker]
+
+    @property
+    def live_workers(self) -> list[KindWorker]:
+        return [w for w in self.workers if not w.stale]
+
+    @property
+    def failed(self) -> int:
+        """Failed attempts over the span."""
+        return round(sum(b.failed_per_min * b.minutes for b in self.buckets))
+
+
+def _groups(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
+    return [
+        ErrorGroup(r["signature"] or "(no error text)", int(r["n"]), r["last_at"]) for r in rows
+    ]
+
+
+async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str) -> KindInfo:
+    """Everything the kind screen shows about `kind` over `span` ("hour" or "day")."""
+    if span not in SPANS:
+        raise InvalidSpan(f"unknown span {span!r}: use {', '.join(SPANS)}")
+    back, width = SPANS[span]
+    q = queries(schema)
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(q.metrics_snapshot_transaction)
+        await cur.execute(q.metrics_no_jit)
+        await cur.execute(q.kind_clock)
+        clock = await cur.fetchone()
+        assert clock is not None
+        since = clock["minute"] - timedelta(minutes=back - 1)
+        params = {"kind": kind, "since": since, "limit": TOP_ERRORS}
+        results: list[list[dict[str, Any]]] = []
+        for sql in (
+            q.kind_minutes,
+            q.metrics_pending_by_kind,  # every kind's, by index-only scans; this kind's is kept
+            q.kind_row_max_attempts,
+            q.kind_dead_count,
+            q.kind_depth_changes,
+            q.kind_dead_signatures,
+            q.kind_retry_errors,
+            q.kind_handler,
+            q.kind_paused,
+            q.kind_limits,
+            q.kind_workers,
+        ):
+            await cur.execute(sql, params)
+            results.append(await cur.fetchall())
+    (
+        minutes,
+        pending,
+        row_max,
+        dead_count,
+        changes,
+        dead,
+        retry,
+        handler,
+        paused,
+        limits,
+        workers,
+    ) = results
+    now_counts = next((r for r in pending if r["kind"] == kind), None) or dict.fromkeys(
+        ("ready", "scheduled", "running", "exhausted", "retrying"), 0
+    )
+    unfinished = sum(int(now_counts[k]) for k in ("ready", "scheduled", "running", "exhausted"))
+    buckets = _buckets(since, back, width, minutes, changes, unfinished)
+    return KindInfo(
+        kind=kind,
+        span=span,
+        taken_at=clock["now"],
+        buckets=buckets,
+        unfinished=unfinished,
+        ready=int(now_counts["ready"]),
+        running=int(now_counts["running"]),
+        retrying=int(now_counts["retrying"]),
+        exhausted=int(now_counts["exhausted"]),
+        dead=int(dead_count[0]["dead"]),
+        row_max_attempts=(
+            (row_max[0]["low"], row_max[0]["high"]) if row_max[0]["low"] is not None else None
+        ),
+        dead_errors=_groups(dead),
+        retry_errors=_groups(retry),
+        handler=HandlerInfo(**handler[0]) if handler else None,
+        paused_by=paused[0]["paused_by"] if paused else None,
+        paused_at=paused[0]["paused_at"] if paused else None,
+        limits=(
+            LimitInfo(
+                limits[0]["concurrency"],
+                limits[0]["per_worker"],
+                limits[0]["rate"],
+                limits[0]["period_s"],
+                limits[0]["overridden_by"] if limits[0]["overridden"] else None,
+            )
+            if limits
+            else None
+        ),
+        workers=[KindWorker(**w) for w in workers],
+    )
+
+
+def _buckets(
+    since: datetime,
+    back: int,
+    width: int,
+    minutes: list[dict[str, Any]],
+    changes: list[dict[str, Any]],
+    unfinished_now: int,
+) -> list[Bucket]:
+    """Fold the per-minute rows into buckets of `width` minutes, oldest first; the depth at
+    each bucket's end is the count now minus the changes after it."""
+    n = back // width
+    done = [0] * n
+    failed = [0] * n
+    hists: list[list[int]] = [[] for _ in range(n)]
+    delta = [0] * n
+    for r in minutes:
+        i = _index(since, r["minute"], width, n)
+        if i is not None:
+            done[i] += r["done"]
+            failed[i] += r["failed"]
+            stats.merge(hists[i], r["hist"] or [])
+    for r in changes:
+        i = _index(since, r["minute"], width, n)
+        if i is not None:
+            delta[i] += int(r["delta"])
+    depths = [0] * n
+    after = 0  # the change in the buckets after this one
+    for i in range(n - 1, -1, -1):
+        depths[i] = max(unfinished_now - after, 0)
+        after += delta[i]
+    return [
+        Bucket(
+            start=since + timedelta(minutes=i * width),
+            minutes=width,
+            depth=depths[i],
+            done_per_min=done[i] / width,
+            failed_per_min=failed[i] / width,
+            p50_ms=stats.percentile(hists[i], 0.50),
+            p95_ms=stats.percentile(hists[i], 0.95),
+        )
+        for i in range(n)
+    ]
+
+
+def _index(since: datetime, minute: datetime, width: int, n: int) -> int | None:
+    i = int((minute - since).total_seconds() // 60) // width
+    return i if 0 <= i < n else None

@@ -1,0 +1,102 @@
+-- The kind screen (jobtui.kindinfo): one kind's history, errors and settings, read together in
+-- one read-only repeatable-read transaction (metrics_snapshot_transaction) so all its figures
+-- are of the same instant. Every statement takes the kind as %(kind)s.
+
+-- name: kind_clock
+SELECT now() AS now, date_trunc('minute', now()) AS minute
+
+-- name: kind_minutes
+-- The worker's per-minute figures of the kind since %(since)s (histograms merged by the caller).
+SELECT s.minute, s.done, s.failed, s.dead, s.hist
+FROM __schema__.kind_stats s
+WHERE s.kind = %(kind)s AND s.minute >= %(since)s
+
+-- name: kind_row_max_attempts
+-- The max_attempts the kind's unfinished rows carry (the handler's, when it declares one,
+-- overrides them), from the covering jobs_pending_kind index.
+SELECT min(j.max_attempts) AS low, max(j.max_attempts) AS high
+FROM __schema__.jobs j
+WHERE j.finished_at IS NULL AND j.kind = %(kind)s
+
+-- name: kind_depth_changes
+-- How the kind's unfinished count changed, per minute since %(since)s: +1 when a row was
+-- created, -1 when it finished (done or cancelled, in jobs) or died (into dead_letters). The
+-- caller walks back from the count now (metrics_pending_by_kind). Rows pruned since %(since)s are missing, so the depth
+-- before a prune reads lower than it was. Reads the kind's rows in jobs (jobs_kind_id) and its
+-- dead letters that died since %(since)s (dead_letters_died).
+WITH r AS (
+  SELECT j.created_at, j.finished_at AS left_at
+  FROM __schema__.jobs j
+  WHERE j.kind = %(kind)s AND (j.finished_at IS NULL OR j.finished_at >= %(since)s)
+  UNION ALL
+  SELECT d.created_at, d.died_at
+  FROM __schema__.dead_letters d
+  WHERE d.died_at >= %(since)s AND d.kind = %(kind)s
+)
+SELECT date_trunc('minute', e.at) AS minute, sum(e.delta)::bigint AS delta
+FROM r CROSS JOIN LATERAL (VALUES (r.created_at, 1), (r.left_at, -1)) AS e(at, delta)
+WHERE e.at >= %(since)s
+GROUP BY 1
+
+-- name: kind_dead_count
+-- Exact, from migration 0015's per-kind counts (as the Overview's).
+SELECT coalesce(sum(c.dead), 0)::bigint AS dead
+FROM __schema__.jobtui_dead_letter_counts() c
+WHERE c.kind = %(kind)s
+
+-- name: kind_dead_signatures
+-- The kind's dead letters by error signature, most first (dead_letters_signature index).
+SELECT d.error_signature AS signature, count(*) AS n, max(d.died_at) AS last_at
+FROM __schema__.dead_letters d
+WHERE d.kind = %(kind)s
+GROUP BY d.error_signature
+ORDER BY n DESC, last_at DESC
+LIMIT %(limit)s
+
+-- name: kind_retry_errors
+-- Errors of the kind's unfinished jobs that failed an attempt and wait to run again, by the
+-- error's first line, most first; `last_at` is the latest of their next runs.
+SELECT left(split_part(j.last_error, E'\n', 1), 300) AS signature, count(*) AS n,
+       max(j.run_at) AS last_at
+FROM __schema__.jobs j
+WHERE j.finished_at IS NULL AND j.kind = %(kind)s AND j.attempts > 0
+  AND j.last_error IS NOT NULL
+GROUP BY 1
+ORDER BY n DESC, last_at DESC
+LIMIT %(limit)s
+
+-- name: kind_handler
+SELECT h.max_attempts, h.timeout_s, h.backoff_base_s, h.backoff_cap_s, h.declared_by,
+       h.declared_at
+FROM __schema__.kind_handlers h
+WHERE h.kind = %(kind)s
+
+-- name: kind_paused
+SELECT p.paused_by, p.paused_at FROM __schema__.paused_kinds p WHERE p.kind = %(kind)s
+
+-- name: kind_limits
+-- The limits in force (declared or overridden; see kind_limits' generated columns).
+SELECT l.concurrency, l.per_worker, l.rate, l.period_s, l.overridden, l.overridden_by
+FROM __schema__.kind_limits l
+WHERE l.kind = %(kind)s AND l.limited
+
+-- name: kind_workers
+-- Workers that handle the kind (a worker with '*' handles every kind), live ones first.
+SELECT w.id, w.host, w.running, w.concurrency, w.control_applied AS control,
+       w.heartbeat_at < now() - make_interval(secs => w.heartbeat_timeout_s) AS stale
+FROM __schema__.workers w
+WHERE %(kind)s = ANY(w.kinds) OR '*' = ANY(w.kinds)
+ORDER BY stale, w.id
+
+-- name: kind_declare_handlers
+-- A starting worker records its handlers' settings (jobtui.worker.supervisor); %(rows)s is a
+-- JSON array of {kind, max_attempts, timeout_s, backoff_base_s, backoff_cap_s}.
+INSERT INTO __schema__.kind_handlers AS h
+  (kind, max_attempts, timeout_s, backoff_base_s, backoff_cap_s, declared_by)
+SELECT r.kind, r.max_attempts, r.timeout_s, r.backoff_base_s, r.backoff_cap_s, %(worker)s
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+  AS r(kind text, max_attempts int, timeout_s float8, backoff_base_s float8, backoff_cap_s float8)
+ON CONFLICT (kind) DO UPDATE
+SET max_attempts = EXCLUDED.max_attempts, timeout_s = EXCLUDED.timeout_s,
+    backoff_base_s = EXCLUDED.backoff_base_s, backoff_cap_s = EXCLUDED.backoff_cap_s,
+    declared_by = EXCLUDED.declared_by, declared_at = now()

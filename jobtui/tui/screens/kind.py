@@ -1,0 +1,334 @@
+"""The kind screen (Enter on a kind in the Overview or Workers tab): one kind in depth.
+
+Charts over the last hour or day (`t` toggles) with a time axis: its unfinished depth,
+done and failed per minute, p50 and p95 run time; its top error signatures (dead letters, and
+jobs waiting to retry); its settings (the handler's max attempts, timeout and back-off, pause,
+limits, the workers handling it). Severity reads without colour: ✗ failures, ⏸ paused,
+! nobody handles it, in bold or reverse. Data comes from `jobtui.kindinfo.load`, re-read every
+refresh interval (at least every 5 s: the day's figures read more rows), and a region is
+repainted only when its text changed.
+
+BINDINGS:
+    t        last hour / last day
+    j        the kind's jobs (Jobs tab, filtered)
+    d        the kind's dead letters (Dead letters tab, filtered)
+    P        pause or resume the kind
+    L        the kind's limits
+    esc      back
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Static
+
+from jobtui import kindinfo
+from jobtui.config import format_duration
+from jobtui.inert import inert, one_line
+from jobtui.kindinfo import ErrorGroup, KindInfo
+from jobtui.metrics import rate_text
+from jobtui.tui.connection import LinkDown
+from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host
+from jobtui.tui.screens.kind_chart import SCALE_W, bars, ms_text, time_axis
+from jobtui.tui.widgets.footer import ConsoleFooter
+
+MIN_RELOAD_S = 5.0
+SPAN_TITLES = {"hour": "last hour, per minute", "day": "last day, per 20 minutes"}
+
+
+class KindScreen(Screen[None]):
+    """One kind: charts, errors, settings; jumps to its jobs and dead letters."""
+
+    CSS_PATH = "kind.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "toggle_span", "Hour/day", id="kind.span"),
+        Binding("j", "jobs", "Jobs", id="kind.jobs"),
+        Binding("d", "dead", "Dead letters", id="kind.dead"),
+        Binding("P", "toggle_pause", "Pause/resume kind", id="kind.pause"),
+        Binding("L", "limits", "Limits", id="kind.limits"),
+        Binding("escape", "back", "Back", id="kind.back"),
+    ]
+
+    class JobsAsked(Message):
+        """Show the Jobs tab filtered by `kind`."""
+
+        def __init__(self, kind: str) -> None:
+            super().__init__()
+            self.kind = kind
+
+    class DeadAsked(Message):
+        """Show the Dead letters tab filtered by `kind`."""
+
+        def __init__(self, kind: str) -> None:
+            super().__init__()
+            self.kind = kind
+
+    def __init__(self, kind: str, span: str = "hour") -> None:
+        super().__init__()
+        self.kind = kind
+        self.span = span
+        self.info: KindInfo | None = None
+
+    @property
+    def console(self) -> Host:
+        return host(self.app)
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("loading…", style="dim"), id="kind-head")
+        with VerticalScroll(id="kind-scroll"):
+            yield Static("", id="kind-charts")
+            yield Static("", id="kind-errors", classes="kind-section")
+            yield Static("", id="kind-settings", classes="kind-section")
+        yield ConsoleFooter()
+
+    def on_mount(self) -> None:
+        self.query_one("#kind-errors").border_title = "errors"
+        self.query_one("#kind-settings").border_title = "settings"
+        self.query_one("#kind-scroll").focus()
+        self.set_interval(max(MIN_RELOAD_S, self.console.config.refresh_s), self.reload)
+        self.reload()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action in ("toggle_pause", "limits") and self.console.read_only)
+
+    @work(exclusive=True, group="kind")
+    async def reload(self) -> None:
+        try:
+            info = await self.console.link.run(kindinfo.load, self.kind, self.span)
+        except LinkDown as exc:
+            self._set("#kind-head", Text(f"database unreachable: {exc.message}", style="bold"))
+            return
+        self.info = info
+        self._show(info)
+        self.refresh_bindings()
+
+    def _show(self, info: KindInfo) -> None:
+        self._set("#kind-head", head(info))
+        width = self.query_one("#kind-scroll").size.width - 1  # less the scrollbar
+        self._set("#kind-charts", charts(info, width))
+        self._set("#kind-errors", errors(info))
+        self._set("#kind-settings", settings(info))
+
+    def on_resize(self) -> None:
+        if self.info is not None:
+            self._show(self.info)
+
+    def _set(self, selector: str, text: Text) -> None:
+        """Repaint only what changed: an idle kind screen sends nothing to the terminal."""
+        widget = self.query_one(selector, Static)
+        if widget.content != text:
+            widget.update(text)
+
+    # --- keys -----------------------------------------------------------------------------
+
+    def action_toggle_span(self) -> None:
+        self.span = "day" if self.span == "hour" else "hour"
+        self.reload()
+
+    def action_jobs(self) -> None:
+        self.post_message(self.JobsAsked(self.kind))
+
+    def action_dead(self) -> None:
+        self.post_message(self.DeadAsked(self.kind))
+
+    def action_toggle_pause(self) -> None:
+        paused = self.info is not None and self.info.paused_by is not None
+        self.post_message(PauseAsked(self.kind, paused))
+
+    def action_limits(self) -> None:
+        self.post_message(LimitsAsked(self.kind))
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+
+# --- what the screen shows, as text ------------------------------------------------------
+
+
+def _clock(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M") if at is not None else "–"
+
+
+def head(info: KindInfo) -> Text:
+    """The kind, its state now, and what is wrong, first and in words."""
+    line = Text.assemble(("kind ", "dim"), inert(info.kind, style="bold"))
+    line.append(
+        f"   {SPAN_TITLES[info.span]} (t: {'day' if info.span == 'hour' else 'hour'})", style="dim"
+    )
+    now = Text.assemble(
+        ("now ", "dim"),
+        f"{info.unfinished:,} unfinished: {info.ready:,} ready · {info.running:,} running · "
+        f"{info.retrying:,} retrying",
+    )
+    if info.exhausted:
+        now.append(f" · {info.exhausted:,} exhausted", style="bold")
+    alarms: list[Text] = []
+    if info.paused_by is not None:
+        alarms.append(
+            Text.assemble(
+                ("⏸ PAUSED", "bold reverse"),
+                " by ",
+                inert(info.paused_by),
+                f" since {_clock(info.paused_at)}",
+            )
+        )
+    if not info.live_workers:
+        alarms.append(Text("! no live worker handles this kind", style="bold reverse"))
+    if info.dead:
+        alarms.append(Text(f"✗ {info.dead:,} dead letters", style="bold"))
+    if info.failed:
+        alarms.append(Text(f"✗ {info.failed:,} failed attempts in the {info.span}", style="bold"))
+    lines = [line, now]
+    if alarms:
+        lines.append(Text("  ").join(alarms))
+    else:
+        lines.append(Text("✓ no failures, not paused, handled", style="dim"))
+    return Text("\n").join(lines)
+
+
+def charts(info: KindInfo, width: int = 80) -> Text:
+    """Depth, done, failed, p50, p95 over the span, each with its scale; a time axis under
+    each group so the times stay near the bars they label. Narrower than the span (below 80
+    columns), the charts show its most recent part, and the title says so."""
+    room = max(12, width - SCALE_W - 2)
+    b = info.buckets[-room:]
+    failing = any(x.failed_per_min for x in b)
+    parts: list[Text] = []
+
+    def chart(title: Text, rows: list[Text]) -> None:
+        parts.append(title)
+        parts.extend(rows)
+
+    axis = time_axis([x.start for x in b])
+    if len(b) < len(info.buckets):
+        minutes = len(b) * b[0].minutes
+        parts.append(
+            Text(f"(the last {format_duration(minutes * 60)} fit this width)", style="dim")
+        )
+    chart(
+        Text("unfinished jobs (ready, scheduled, running) at each point", style="bold"),
+        bars([x.depth for x in b]),
+    )
+    chart(Text("done per minute", style="bold"), bars([x.done_per_min for x in b]))
+    parts.append(axis)
+    title = Text.assemble(
+        ("✗ " if failing else "", "bold"),
+        ("failed attempts per minute", "bold reverse" if failing else "bold"),
+    )
+    chart(title, bars([x.failed_per_min for x in b], style="bold" if failing else ""))
+    chart(Text("p50 run time", style="bold"), bars([x.p50_ms for x in b], label=ms_text))
+    chart(Text("p95 run time", style="bold"), bars([x.p95_ms for x in b], label=ms_text))
+    parts.append(axis)
+    return Text("\n").join(parts)
+
+
+def _group_lines(groups: list[ErrorGroup], style: str, when: str) -> list[Text]:
+    return [
+        Text.assemble(
+            (f"{g.count:>6,} ", style),
+            (f"{when} {g.last_at.strftime('%H:%M') if g.last_at else '–'}  ", "dim"),
+            inert(one_line(g.text, 300)),
+        )
+        for g in groups
+    ]
+
+
+def errors(info: KindInfo) -> Text:
+    """Top dead-letter signatures, then the errors of jobs waiting to retry."""
+    lines: list[Text] = []
+    if info.dead_errors:
+        lines.append(
+            Text(f"✗ dead letters by signature ({info.dead:,} in all; d shows them)", style="bold")
+        )
+        lines += _group_lines(info.dead_errors, "bold", "last died")
+    else:
+        lines.append(Text("no dead letters", style="dim"))
+    if info.retry_errors:
+        jobs = f"{info.retrying:,} job{'' if info.retrying == 1 else 's'}"
+        lines.append(Text(f"! waiting to retry, by error ({jobs})", style="bold"))
+        lines += _group_lines(info.retry_errors, "", "next run")
+    else:
+        lines.append(Text("no job waiting to retry", style="dim"))
+    return Text("\n").join(lines)
+
+
+def _limits(info: KindInfo) -> str:
+    lim = info.limits
+    if lim is None:
+        return "none"
+    parts = []
+    if lim.concurrency:
+        parts.append(f"≤{lim.concurrency} running")
+    if lim.per_worker:
+        parts.append(f"≤{lim.per_worker} per worker")
+    rate = rate_text(lim.rate, lim.period_s)
+    if rate:
+        parts.append(rate)
+    source = f"override by {lim.overridden_by}" if lim.overridden_by else "declared on the handler"
+    return f"{', '.join(parts)} ({source})"
+
+
+def settings(info: KindInfo) -> Text:
+    """Max attempts, timeout, back-off, pause, limits and the workers handling the kind."""
+    h = info.handler
+    rows_max = info.row_max_attempts
+    rows_text = (
+        ""
+        if rows_max is None
+        else f"unfinished rows say {rows_max[0]}"
+        + (f"–{rows_max[1]}" if rows_max[1] != rows_max[0] else "")
+    )
+    if h is None:
+        attempts = "no worker has recorded this kind's handler" + (
+            f"; {rows_text}" if rows_text else ""
+        )
+        timeout = backoff = declared = "–"
+    else:
+        if h.max_attempts is not None:
+            attempts = f"{h.max_attempts} (the handler's; it overrides the rows')"
+        else:
+            attempts = "each job row's own" + (f" ({rows_text})" if rows_text else "")
+        timeout = format_duration(h.timeout_s) if h.timeout_s is not None else "none"
+        backoff = (
+            f"{format_duration(h.backoff_base_s)} doubling, at most "
+            f"{format_duration(h.backoff_cap_s)}"
+        )
+        declared = f"{h.declared_by} at {_clock(h.declared_at)}"
+    live = info.live_workers
+    stale = len(info.workers) - len(live)
+    if live:
+        names = ", ".join(f"{w.id} ({w.control or f'{w.running}/{w.concurrency}'})" for w in live)
+        workers = Text(f"{len(live)} live: ") + inert(names)
+    else:
+        workers = Text("! none live", style="bold reverse")
+    if stale:
+        workers.append(f"; {stale} stale", style="bold")
+    paused = (
+        Text.assemble(
+            ("⏸ yes", "bold reverse"),
+            " by ",
+            inert(info.paused_by or ""),
+            f" since {_clock(info.paused_at)}",
+        )
+        if info.paused_by is not None
+        else Text("no")
+    )
+    rows = [
+        ("max attempts", Text(attempts)),
+        ("timeout", Text(timeout)),
+        ("retry back-off", Text(backoff)),
+        ("recorded by", inert(declared)),
+        ("paused", paused),
+        ("limits", inert(_limits(info))),
+        ("handled by", workers),
+    ]
+    return Text("\n").join(Text.assemble((f"{label:<15}", "dim"), value) for label, value in rows)
