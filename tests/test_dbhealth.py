@@ -304,7 +304,9 @@ async def test_workers_wakeups_and_connections(dsn: str, conn: psycopg.Connectio
             w = next(w for w in h.workers if w.id == worker.id)
             assert w.polling and w.note is not None and "LISTEN connection lost" in w.note
             assert any(worker.id in x and "polling" in x for x in h.warnings)
-            assert f'jobtui_worker_listen_connected{{worker="{worker.id}"}} 0' in prometheus_lines(h)
+            assert f'jobtui_worker_listen_connected{{worker="{worker.id}"}} 0' in prometheus_lines(
+                h
+            )
             data = as_json(h)["workers"]
             assert {"id": worker.id, "wakeup": "polling"}.items() <= next(
                 d for d in data if d["id"] == worker.id

@@ -30,7 +30,9 @@ GRANT SELECT ON __schema__.schedules, __schema__.schedule_ticks, __schema__.kind
 
 -- operator: monitor plus the operator actions (requeue, delete, cancel, run now, pause,
 -- resume, prune), each of which writes one audit_log row.
+GRANT SELECT ON __schema__.kind_handlers TO __prefix__monitor;
 GRANT __prefix__monitor TO __prefix__operator;
+GRANT UPDATE (control, control_at, control_by) ON __schema__.workers TO __prefix__operator;
 GRANT INSERT, UPDATE, DELETE ON __schema__.jobs TO __prefix__operator;
 GRANT INSERT, DELETE ON __schema__.dead_letters TO __prefix__operator;
 -- Bulk requeue/delete lock their batch with FOR UPDATE SKIP LOCKED, which PostgreSQL allows
@@ -64,6 +66,7 @@ GRANT SELECT ON __schema__.paused_kinds, __schema__.jobtui_migrations TO __prefi
 -- are upserted at start and their rate buckets updated at claim time.
 GRANT SELECT, INSERT, UPDATE ON __schema__.schedules, __schema__.kind_limits TO __prefix__worker;
 GRANT SELECT, INSERT, DELETE ON __schema__.schedule_ticks TO __prefix__worker;
+GRANT SELECT, INSERT, UPDATE ON __schema__.kind_handlers TO __prefix__worker;
 GRANT INSERT (os_user, action, ids, filter, count) ON __schema__.audit_log TO __prefix__worker;
 -- Pruning is one audit row too: RETURNING id, WHERE id and count + n read those columns only.
 GRANT SELECT (id, count), UPDATE (count) ON __schema__.audit_log TO __prefix__worker;
