@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import os
 import stat
-from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,10 @@ import pytest
 from psycopg.types.json import Jsonb
 from rich.console import Group
 from rich.text import Text
+from test_tui_console import notifications, rendered, until
 from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Button, Footer, Input, Static
-from textual.widgets._footer import FooterKey
 
 from jobtui.console_config import ConsoleConfig
 from jobtui.enqueue import JobSpec, enqueue, enqueue_many
@@ -85,35 +84,19 @@ def config(**changes: Any) -> ConsoleConfig:
     return ConsoleConfig(refresh_s=0.5).with_(**changes)
 
 
-async def until(pilot: Any, cond: Callable[[], bool], timeout: float = 15.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    app = pilot.app
-    assert cond(), f"not reached; screen={app.screen!r} notes={notes(app)}"
-
-
-def notes(app: JobtuiApp) -> list[str]:
-    return [n.message for n in app._notifications]
-
-
 def text_of(widget: Widget) -> str:
-    if isinstance(widget, StatusBar):
-        return widget.plain
-    if isinstance(widget, Footer):
-        return " ".join(f"{k.key_display} {k.description}" for k in widget.query(FooterKey))
+    """`rendered`, plus button labels and the grouped errors section of the detail view."""
     if isinstance(widget, Button):
         label = widget.label
         return label.plain if isinstance(label, (Text, Content)) else str(label)
-    if isinstance(widget, Static):
-        content = widget.content
-        if isinstance(content, Text):
-            return content.plain
-        if isinstance(content, Group):
-            return "\n".join(r.plain for r in content.renderables if isinstance(r, Text))
-        return str(content)
-    raise AssertionError(f"no text for {widget!r}")
+    if isinstance(widget, Static) and isinstance(widget.content, Group):
+        return "\n".join(r.plain for r in widget.content.renderables if isinstance(r, Text))
+    return rendered(widget)
+
+
+def noted(app: JobtuiApp, text: str, *, anywhere: bool = False) -> bool:
+    """Whether a notification starts with (or, `anywhere`, contains) `text`."""
+    return any((text in m) if anywhere else m.startswith(text) for m in notifications(app))
 
 
 def footer(app: JobtuiApp) -> str:
@@ -140,6 +123,14 @@ def choices(screen: ConfirmScreen) -> list[str]:
     return [text_of(b) for b in screen.query(Button) if b.id and b.id.startswith("choice-")]
 
 
+async def dead_tab(app: JobtuiApp, pilot: Any, table: str, rows: int) -> KeyedTable:
+    """The Dead letters tab, once `table` shows `rows` rows."""
+    await pilot.press("3")
+    shown = app.query_one(table, KeyedTable)
+    await until(pilot, lambda: len(shown.keys) == rows)
+    return shown
+
+
 async def open_detail(app: JobtuiApp, pilot: Any, what: str, row_id: int) -> DetailScreen:
     await until(pilot, lambda: app.polls >= 1)
     app.open_detail(what, row_id)
@@ -163,9 +154,7 @@ async def test_requeue_all_matching_needs_the_count_typed(
     ids = add_dead(conn, "webhook", "ConnectTimeout: after 10s", n=5)
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
-        rows = app.query_one("#dead-rows", KeyedTable)
-        await until(pilot, lambda: len(rows.keys) == 5)
+        await dead_tab(app, pilot, "#dead-rows", 5)
         await pilot.press("tab", "r")  # the cursor row, or all 5 matching
         dialog = await confirm(pilot)
         one, bulk, back = choices(dialog)
@@ -187,7 +176,7 @@ async def test_requeue_all_matching_needs_the_count_typed(
         assert dead_ids(conn) == set(ids) and audit(conn) == []
         await pilot.press("5", "enter")
         await until(pilot, lambda: dead_ids(conn) == set())
-        await until(pilot, lambda: "Requeued 5 dead letters." in notes(app))
+        await until(pilot, lambda: "Requeued 5 dead letters." in notifications(app))
         assert [(a, n) for a, _, n, _ in audit(conn)] == [("requeue_dead_matching", 5)]
 
 
@@ -197,9 +186,7 @@ async def test_delete_group_typed_and_back_changes_nothing(
     ids = add_dead(conn, "billing", "CardDeclined: card 1234", n=3)
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
-        groups = app.query_one("#dead-groups", KeyedTable)
-        await until(pilot, lambda: len(groups.keys) == 2)
+        await dead_tab(app, pilot, "#dead-groups", 2)
         await pilot.press("down", "d")  # the group: only a bulk scope
         dialog = await confirm(pilot)
         assert dialog.has_class("-danger")
@@ -234,7 +221,7 @@ async def test_single_row_run_now_in_detail_asks(dsn: str, conn: psycopg.Connect
         await pilot.press("r")
         await confirm(pilot)
         await pilot.press("1")
-        await until(pilot, lambda: "Made 1 job due now." in notes(app))
+        await until(pilot, lambda: "Made 1 job due now." in notifications(app))
         due = conn.execute("SELECT run_at <= now() FROM jobs WHERE id = %s", (later,)).fetchone()
         assert due == (True,)
         await until(pilot, lambda: "Run now" not in footer(app))  # due now: nothing to make due
@@ -255,14 +242,14 @@ async def test_pause_and_resume_a_kind_ask(dsn: str, conn: psycopg.Connection) -
         await pilot.press("P")
         await confirm(pilot)
         await pilot.press("1")
-        await until(pilot, lambda: "Paused kind mail." in notes(app))
+        await until(pilot, lambda: "Paused kind mail." in notifications(app))
         assert conn.execute("SELECT kind FROM paused_kinds").fetchall() == [("mail",)]
         await until(pilot, lambda: "PAUSED" in " ".join(str(c) for c in kinds.get_row("mail")))
         await pilot.press("P")
         dialog = await confirm(pilot)
         assert dialog._title == "Resume kind?"
         await pilot.press("1")
-        await until(pilot, lambda: "Resumed kind mail." in notes(app))
+        await until(pilot, lambda: "Resumed kind mail." in notifications(app))
         assert conn.execute("SELECT count(*) FROM paused_kinds").fetchone() == (0,)
         assert [a for a, *_ in audit(conn)] == ["pause_kind", "resume_kind"]
 
@@ -283,7 +270,7 @@ async def test_finished_job_offers_no_cancel_or_run_now(dsn: str, conn: psycopg.
         # Asked directly (as a pane with stale rows might), the write path refuses too.
         app.writes.ask(WriteAsked(CANCEL, [done], None))
         expected = f"Nothing to cancel: job #{done} is finished, or already asked to stop."
-        await until(pilot, lambda: expected in notes(app))
+        await until(pilot, lambda: expected in notifications(app))
         assert not isinstance(app.screen, ConfirmScreen) and audit(conn) == []
     assert applicable("succeeded") == () and applicable("cancelled") == ()
     assert applicable("ready") == (CANCEL,)
@@ -304,7 +291,7 @@ async def test_marked_jobs_some_finished_are_left_alone(dsn: str, conn: psycopg.
         assert choices(dialog)[0] == "1  cancel these 2 jobs"
         assert "1 more selected left alone: finished" in text_of(dialog.query_one("#confirm-body"))
         await pilot.press("1")
-        await until(pilot, lambda: "Cancelled 2 jobs." in notes(app))
+        await until(pilot, lambda: "Cancelled 2 jobs." in notifications(app))
         assert audit(conn)[0][1] == waiting  # the finished job was never asked for
 
 
@@ -375,7 +362,7 @@ async def test_run_again_makes_a_linked_job(dsn: str, conn: psycopg.Connection) 
         dialog = await confirm(pilot)
         assert dialog._title == f"Run job #{done} again?"
         await pilot.press("1")
-        await until(pilot, lambda: any("run again as job" in m for m in notes(app)))
+        await until(pilot, lambda: noted(app, "run again as job", anywhere=True))
         new = conn.execute(
             "SELECT id, kind, payload, priority, max_attempts, unique_key, attempts, "
             "finished_at FROM jobs WHERE rerun_of = %s",
@@ -384,7 +371,7 @@ async def test_run_again_makes_a_linked_job(dsn: str, conn: psycopg.Connection) 
         assert len(new) == 1
         new_id = new[0][0]
         assert new[0][1:] == ("mail", {"to": "b@example.com"}, 3, 7, "invoice:42", 0, None)
-        assert f"Job #{done} run again as job #{new_id}." in notes(app)
+        assert f"Job #{done} run again as job #{new_id}." in notifications(app)
         await until(pilot, lambda: f"run again as job #{new_id}" in head(detail))
         assert audit(conn) == [("rerun_job", [done], 1, {"new_jobs": {str(done): new_id}})]
         # The key is held by the unfinished rerun: a second run again makes nothing.
@@ -392,7 +379,7 @@ async def test_run_again_makes_a_linked_job(dsn: str, conn: psycopg.Connection) 
         await confirm(pilot)
         await pilot.press("1")
         held = f"Not run again: job #{new_id} holds its unique key and is unfinished."
-        await until(pilot, lambda: held in notes(app))
+        await until(pilot, lambda: held in notifications(app))
         assert conn.execute(
             "SELECT count(*) FROM jobs WHERE rerun_of = %s", (done,)
         ).fetchone() == (1,)
@@ -441,7 +428,7 @@ async def test_copy_sends_osc52_and_saves_to_a_file(
             f"3  traceback of attempt 3 of dead letter #{dead}",
         ]
         await pilot.press("2")
-        await until(pilot, lambda: any(m.startswith("Sent the payload") for m in notes(app)))
+        await until(pilot, lambda: noted(app, "Sent the payload"))
         payload = payload_json({"i": 0, "to": "a@example.com"})
         assert app.clipboard == payload
         encoded = base64.b64encode(payload.encode()).decode()
@@ -450,7 +437,7 @@ async def test_copy_sends_osc52_and_saves_to_a_file(
         await pilot.press("Y")
         await confirm(pilot)
         await pilot.press("3")
-        await until(pilot, lambda: any(m.startswith("Saved the traceback") for m in notes(app)))
+        await until(pilot, lambda: noted(app, "Saved the traceback"))
         (saved,) = (tmp_path / "jobtui" / "clipboard").glob(f"dead-{dead}-traceback-*.txt")
         assert saved.read_text() == TRACE + "\n"
         assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600
@@ -469,7 +456,7 @@ async def test_copy_falls_back_to_a_file_where_osc52_cannot_work(
         await pilot.press("y")
         await confirm(pilot)
         await pilot.press("1")
-        await until(pilot, lambda: any("Clipboard unavailable" in m for m in notes(app)))
+        await until(pilot, lambda: noted(app, "Clipboard unavailable", anywhere=True))
         (saved,) = (tmp_path / "jobtui" / "clipboard").glob(f"job-{done}-id-*.txt")
         assert saved.read_text() == f"{done}\n"
         assert app.clipboard == ""  # nothing was sent
@@ -494,9 +481,7 @@ async def test_export_asks_where_and_never_overwrites_unasked(
     add_dead(conn, "email.send", "SMTPError: boom", n=2)
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.press("3")
-        rows = app.query_one("#dead-rows", KeyedTable)
-        await until(pilot, lambda: len(rows.keys) == 2)
+        await dead_tab(app, pilot, "#dead-rows", 2)
 
         async def export_to(path: str | None) -> ExportPathScreen:
             await pilot.press("e")
@@ -513,7 +498,7 @@ async def test_export_asks_where_and_never_overwrites_unasked(
         prompt = await export_to(None)  # the proposal: a new file in the state directory
         proposed = prompt.default
         assert proposed.parent == state / "jobtui" / "exports" and proposed.suffix == ".jsonl"
-        await until(pilot, lambda: any(m.startswith("Exported 2") for m in notes(app)))
+        await until(pilot, lambda: noted(app, "Exported 2"))
         assert len(proposed.read_text().splitlines()) == 2
         assert list(work.iterdir()) == []  # nothing in the current directory
 
@@ -537,5 +522,7 @@ async def test_export_asks_where_and_never_overwrites_unasked(
         await export_to(str(target))
         await confirm(pilot)
         await pilot.press("1")  # replace it
-        await until(pilot, lambda: notes(app).count(f"Exported 2 dead letters to {target}.") == 1)
+        await until(
+            pilot, lambda: notifications(app).count(f"Exported 2 dead letters to {target}.") == 1
+        )
         assert len(target.read_text().splitlines()) == 2
