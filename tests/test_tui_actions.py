@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import conninfo
 from psycopg.types.json import Jsonb
 from rich.console import Group
 from rich.text import Text
@@ -159,7 +160,7 @@ async def test_requeue_all_matching_needs_the_count_typed(
         dialog = await confirm(pilot)
         one, bulk, back = choices(dialog)
         assert one == f"1  requeue dead letter #{max(ids)}" and "ALL" not in one
-        assert bulk.startswith("2  ‼ ALL requeue 5 dead letters") and "(type 5)" in bulk
+        assert bulk.startswith("2  ‼ ALL requeue 5 matching the filter") and "(type 5)" in bulk
         assert dialog.query_one("#choice-2", Button).has_class("-bulk")
         assert not dialog.query_one("#choice-1", Button).has_class("-bulk")
         assert back == BACK_LABEL
@@ -190,7 +191,7 @@ async def test_delete_group_typed_and_back_changes_nothing(
         await pilot.press("down", "d")  # the group: only a bulk scope
         dialog = await confirm(pilot)
         assert dialog.has_class("-danger")
-        assert choices(dialog)[0].startswith("1  ‼ ALL delete 3 dead letters in this group")
+        assert choices(dialog)[0].startswith("1  ‼ ALL delete 3 in this group")
         await pilot.press("1", "escape")  # back from the typed field: nothing deleted
         await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
         assert dead_ids(conn) == set(ids) and audit(conn) == []
@@ -526,3 +527,22 @@ async def test_export_asks_where_and_never_overwrites_unasked(
             pilot, lambda: notifications(app).count(f"Exported 2 dead letters to {target}.") == 1
         )
         assert len(target.read_text().splitlines()) == 2
+
+
+async def test_detail_shows_db_down(dsn: str, conn: psycopg.Connection) -> None:
+    """The detail screen keeps the status line's alarms: here, a database that is unreachable."""
+    unreachable = conninfo.make_conninfo(dsn, port=1, connect_timeout=1)
+    app = JobtuiApp(unreachable, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.db_error is not None)
+        app.open_detail("job", 1)
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, DetailScreen) and bool(app.screen.query("#detail-head")),
+        )
+        detail = app.screen
+        assert isinstance(detail, DetailScreen)
+        status = detail.query_one("#detail-status", StatusBar)
+        await until(pilot, lambda: "DB DOWN" in status.plain)
+        await until(pilot, lambda: "database unreachable" in head(detail))
+        assert "Copy" not in footer(app) and "Cancel" not in footer(app)

@@ -345,13 +345,8 @@ def _choices(
         out.append(Choice("ids", f"{spec.verb.lower()} {these}"))
     if matching and matching > len(ids):
         scope = "in this group" if group else "matching the filter"
-        out.append(
-            Choice(
-                "matching",
-                f"{spec.verb.lower()} {spec.nouns(matching)} {scope} now",
-                typed=str(matching),
-            )
-        )
+        label = f"{spec.verb.lower()} {matching:,} {scope}"
+        out.append(Choice("matching", label, typed=str(matching)))
     return out
 
 
@@ -390,7 +385,7 @@ def _confirmation(
     body = Text.assemble((f"{spec.verb} ", "bold"), *what)
     if spec.effect:
         body.append(f"\n{spec.effect}", style="dim")
-    if ids and (len(ids) > 1 or bulk):
+    if len(ids) > 1:  # one id: its button names it
         shown = ", ".join(f"#{i}" for i in ids[:8]) + (" …" if len(ids) > 8 else "")
         body.append(f"\nselected: exactly {spec.nouns(len(ids))}: {shown}")
     if left_alone:
@@ -400,8 +395,9 @@ def _confirmation(
         body.append("‼ ALL", style="bold reverse")
         body.append(f" {spec.nouns(matching or 0)} matching now: ")
         body.append_text(inert(describe_filter(flt)))
-        body.append("\n    you will type the count to confirm; rows that arrive after", style="dim")
-        body.append(" you confirm are not included", style="dim")
+        body.append(
+            "\n  you type the count to confirm; later arrivals are not included", style="dim"
+        )
     if spec is DELETE:
         body.append("\n\nThis cannot be undone.", style="bold")
     return body

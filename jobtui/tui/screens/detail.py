@@ -56,6 +56,7 @@ from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.status import PARTS, StatusBar
 
 WRITES = {"cancel_job", "run_now", "requeue", "delete", "run_again"}
+PROBE_S = 5.0
 
 
 def _when(ts: datetime | None, now: datetime) -> Text:
@@ -190,6 +191,8 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-scroll").focus()
         self.mirror_status()
         self.set_interval(1.0, self.mirror_status)
+        # The app does not poll while this screen is open: a cheap check keeps DB DOWN true.
+        self.set_interval(PROBE_S, self.probe)
         self.reload()
 
     # --- the status line -----------------------------------------------------------------
@@ -207,6 +210,20 @@ class DetailScreen(Screen[None]):
         if self.down is not None and "DB DOWN" not in texts[2].plain:
             texts[2] = Text.assemble(texts[2], "  │ ", ("DB DOWN", "bold reverse"))
         mine.show(*texts)
+
+    @work(exclusive=True, group="detail-probe")
+    async def probe(self) -> None:
+        """Whether the database answers; reloads the row when it answers again."""
+        was_down = self.down is not None
+        try:
+            await self.console.link.run(server_now)
+        except LinkDown as exc:
+            self.down = exc.message
+        else:
+            self.down = None
+            if was_down:
+                self.reload()
+        self.mirror_status()
 
     # --- what is offered -----------------------------------------------------------------
 
