@@ -146,6 +146,7 @@ def _payload(payload: Any) -> Content:
 class DetailScreen(Screen[None]):
     """Loads the row through the app's connection; acts through the app's confirmed actions."""
 
+    CSS_PATH = "detail.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="detail.back"),
         Binding("c", "cancel_job", "Cancel job", id="detail.cancel"),
@@ -312,11 +313,12 @@ class DetailScreen(Screen[None]):
     def _render_row(self) -> None:
         head = self.query_one("#detail-head", Static)
         row, now = self.row, self.now
+        sections = self.query(".detail-section")
         if row is None or now is None:
             head.update(self._gone())
-            self.query_one("#detail-payload", Static).update("")
-            self.query_one("#detail-errors", Static).update("")
+            sections.set(display=False)
             return
+        sections.set(display=True)
         if isinstance(row, JobRow):
             state = row.state + (" (cancel requested)" if row.cancel_requested else "")
             times = [
