@@ -41,7 +41,8 @@ def host(app: App[Any]) -> Host:
 
 
 class WriteAsked(Message):
-    """Requeue, delete, cancel or run now (`spec`) the rows `ids` or those matching `flt`.
+    """Requeue, delete, cancel, run now or run again (`spec`) the rows `ids` or those matching
+    `flt`. Job actions act only on the ids they can change (`jobtui.tui.actions.applicable`).
 
     `group` names a failure group for the confirmation; `after` runs once the write is done.
     """
@@ -80,6 +81,17 @@ class ExportAsked(Message):
         self.ids = ids
         self.flt = flt
         self.group = group
+
+
+class CopyAsked(Message):
+    """Copy the id, payload or traceback of a job (`what` = "job") or dead letter ("dead") to
+    the clipboard, or save it to a file (`to_file`): the operator picks which part."""
+
+    def __init__(self, what: str, row_id: int, *, to_file: bool = False) -> None:
+        super().__init__()
+        self.what = what
+        self.row_id = row_id
+        self.to_file = to_file
 
 
 class DetailAsked(Message):
