@@ -83,17 +83,6 @@ class ExportAsked(Message):
         self.group = group
 
 
-class CopyAsked(Message):
-    """Copy the id, payload or traceback of a job (`what` = "job") or dead letter ("dead") to
-    the clipboard, or save it to a file (`to_file`): the operator picks which part."""
-
-    def __init__(self, what: str, row_id: int, *, to_file: bool = False) -> None:
-        super().__init__()
-        self.what = what
-        self.row_id = row_id
-        self.to_file = to_file
-
-
 class DetailAsked(Message):
     """Open the detail view of a job (`what` = "job") or a dead letter ("dead")."""
 
