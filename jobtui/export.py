@@ -14,7 +14,8 @@ from __future__ import annotations
 import csv
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -51,6 +52,27 @@ COLUMNS = (
 
 class InvalidExport(ValueError):
     """An export asked for in a format or with arguments it cannot honour."""
+
+
+class ExportExists(InvalidExport):
+    """The target file exists and overwriting it was not allowed; nothing was written."""
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """jobtui's own folder for files it writes for the operator: $XDG_STATE_HOME/jobtui, else
+    ~/.local/state/jobtui (the XDG default). Not the current directory, which is often a
+    checkout where an export would end up committed."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state"
+    return root / "jobtui"
+
+
+def default_export_path(fmt: str, *, now: datetime | None = None) -> Path:
+    """Where the console proposes to write an export: a new, time-stamped file name in
+    `state_dir()/exports`."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return state_dir() / "exports" / f"jobtui-dead-{stamp}.{fmt}"
 
 
 def record(row: DeadLetterRow) -> dict[str, Any]:
@@ -129,11 +151,13 @@ async def export_dead(
     ids: Sequence[int] | None = None,
     flt: DeadFilter | None = None,
     fmt: str = "jsonl",
+    overwrite: bool = True,
 ) -> int:
     """Write the dead letters chosen by `ids` and/or `flt` (all when neither) to `path`.
 
     Newest first; returns how many were written. `fmt` is "jsonl" (one JSON object per line)
-    or "csv" (payload and error history as JSON text in their cells).
+    or "csv" (payload and error history as JSON text in their cells). With `overwrite=False`
+    an existing `path` is left as it is (ExportExists), even one created while writing.
     """
     if fmt not in FORMATS:
         raise InvalidExport(f"unknown export format {fmt!r}: use {' or '.join(FORMATS)}")
@@ -145,6 +169,8 @@ async def export_dead(
     path = Path(path)
     if path.is_dir():
         raise InvalidExport(f"{path} is a directory; give a file name")
+    if not overwrite and path.exists():
+        raise ExportExists(f"{path} exists; not overwritten")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         out = tmp.open("w", encoding="utf-8", newline="")
@@ -153,11 +179,29 @@ async def export_dead(
     try:
         with out:
             n = await _write(conn, schema, out, fmt, wanted, flt)
-        tmp.replace(path)
+        _put(tmp, path, overwrite)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return n
+
+
+def _put(tmp: Path, path: Path, overwrite: bool) -> None:
+    """Move the finished file into place; without `overwrite`, never over an existing file
+    (a hard link fails if the name exists; where links are not supported, check and rename)."""
+    if overwrite:
+        tmp.replace(path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise ExportExists(f"{path} exists; not overwritten") from None
+    except OSError:
+        if path.exists():
+            raise ExportExists(f"{path} exists; not overwritten") from None
+        tmp.replace(path)
+        return
+    tmp.unlink()
 
 
 async def _write(

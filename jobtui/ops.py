@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 from jobtui.browse import (
     InvalidFilter,
     dead_filter_params,
+    get_job,
     ids_list,
     job_filter_params,
     statement,
@@ -644,3 +645,108 @@ async def clear_kind_limits(
 ) -> int:
     """Drop the operator's override of `kind`: its declared limits apply again; 1 or 0."""
     return await _kind_action(conn, schema, kind, actor, "clear_kind_limits", notify="limits")
+
+
+# ------------------------------------------------ issue 11: applicability, run again
+@dataclass(frozen=True)
+class Rerun:
+    """The outcome of `rerun_job`: the new job's id, or the unfinished job holding the key."""
+
+    original: int
+    new_id: int | None
+    held_by: int | None = None
+
+
+RERUN_ACTIONS = ("cancel_jobs", "run_now", "rerun_job")
+
+
+async def applicable_ids(
+    conn: psycopg.AsyncConnection, schema: str, action: str, ids: Sequence[int]
+) -> list[int]:
+    """Those of `ids` that the job action `action` ("cancel_jobs", "run_now", "rerun_job")
+    can change now, judged as the action's own statement would; in id order."""
+    if action not in RERUN_ACTIONS:
+        raise InvalidAction(f"no applicability check for action {action!r}")
+    wanted = ids_list(ids)
+    if not wanted:
+        return []
+    async with conn.cursor() as cur:
+        await cur.execute(
+            statement(schema, "ops_applicable_ids"), {"ids": wanted, "action": action}
+        )
+        return [int(r[0]) for r in await cur.fetchall()]
+
+
+async def rerun_jobs(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], *, actor: Actor
+) -> int:
+    """Run these finished jobs again as new jobs (see `rerun_job`); returns how many were
+    made. Unfinished or unknown ids, and keys held by an unfinished job, make none. One
+    audit row: ids = the originals, filter = {"new_jobs": {original: new}}."""
+    return len(await _rerun(conn, schema, ids, actor))
+
+
+async def _rerun(
+    conn: psycopg.AsyncConnection, schema: str, ids: Sequence[int], actor: Actor
+) -> dict[int, int]:
+    """{original: new job} for the reruns made, in one transaction with its audit row."""
+    wanted = ids_list(ids)
+    os_user = _actor(actor)
+    if not wanted:
+        return {}
+    async with conn.transaction(), conn.cursor() as cur:
+        await cur.execute(
+            statement(schema, "ops_rerun_jobs"),
+            {"ids": wanted, "channel": notify_channel(schema)},
+        )
+        made = {int(r[0]): int(r[1]) for r in await cur.fetchall()}
+        detail = Jsonb({"new_jobs": {str(k): v for k, v in made.items()}})
+        await _audit(conn, schema, os_user, "rerun_job", len(made), ids=wanted, filter=detail)
+    return made
+
+
+async def rerun_job(
+    conn: psycopg.AsyncConnection, schema: str, job_id: int, *, actor: Actor
+) -> Rerun:
+    """Run a finished (succeeded or cancelled) job again as a new job linked to it by
+    `rerun_of`: same kind, payload, priority, max_attempts and unique key, due now.
+
+    While an unfinished job holds the original's unique key, no job is made and the outcome
+    names the holder (the key's one-unfinished-job rule holds for operators too); the audit
+    row says so with count 0. An unknown or unfinished job raises InvalidAction and writes
+    nothing.
+    """
+    [original] = ids_list([job_id])
+    state = await _job_state(conn, schema, original)
+    if state not in ("succeeded", "cancelled"):
+        raise InvalidAction(f"job #{original}: {_not_rerunnable(state)}")
+    made = await _rerun(conn, schema, [original], actor)
+    if original in made:
+        return Rerun(original, made[original])
+    async with conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_rerun_blocker"), {"id": original})
+        holder = await cur.fetchone()
+    return Rerun(original, None, None if holder is None else int(holder[0]))
+
+
+async def _job_state(conn: psycopg.AsyncConnection, schema: str, job_id: int) -> str | None:
+    found = await get_job(conn, schema, job_id)
+    return None if found is None else found.state
+
+
+def _not_rerunnable(state: str | None) -> str:
+    if state is None:
+        return "no such job (it may be a dead letter: requeue it instead, or pruned)"
+    return f"the job is {state}: only a finished (succeeded or cancelled) job can be run again"
+
+
+async def rerun_links(
+    conn: psycopg.AsyncConnection, schema: str, job_id: int
+) -> tuple[int | None, list[int]]:
+    """(the job `job_id` was made from by a rerun, the reruns made from it, newest first)."""
+    [wanted] = ids_list([job_id])
+    async with conn.cursor() as cur:
+        await cur.execute(statement(schema, "ops_rerun_links"), {"id": wanted})
+        row = await cur.fetchone()
+    assert row is not None
+    return (None if row[0] is None else int(row[0])), [int(i) for i in row[1]]

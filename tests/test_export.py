@@ -111,3 +111,31 @@ async def test_bad_format_or_path_is_refused(
     with pytest.raises(export.InvalidExport, match="cannot write"):
         await export.export_dead(aconn, S, tmp_path / "missing" / "x.jsonl")
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_no_overwrite_leaves_an_existing_file(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    fill(conn, 3)
+    target = tmp_path / "dead.jsonl"
+    target.write_text("keep me\n")
+    with pytest.raises(export.ExportExists, match="exists; not overwritten"):
+        await export.export_dead(aconn, S, target, overwrite=False)
+    assert target.read_text() == "keep me\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["dead.jsonl"]  # no partial file left
+    fresh = tmp_path / "new.jsonl"
+    assert await export.export_dead(aconn, S, fresh, overwrite=False) == 3
+    assert len(fresh.read_text().splitlines()) == 3
+    assert await export.export_dead(aconn, S, target) == 3  # the default replaces, as before
+    assert len(target.read_text().splitlines()) == 3
+
+
+def test_state_dir_and_default_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert export.state_dir({"XDG_STATE_HOME": str(tmp_path)}) == tmp_path / "jobtui"
+    home = Path.home() / ".local" / "state" / "jobtui"
+    assert export.state_dir({}) == home
+    assert export.state_dir({"XDG_STATE_HOME": "relative/dir"}) == home  # XDG: absolute only
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    path = export.default_export_path("csv")
+    assert path.parent == tmp_path / "jobtui" / "exports"
+    assert path.name.startswith("jobtui-dead-") and path.suffix == ".csv"

@@ -565,3 +565,62 @@ async def test_audit_counts_only_grow_and_only_on_the_roles_own_rows(
     )
     with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
         conn.execute("UPDATE audit_log SET count = count + 1 WHERE id = %s", (row["id"],))
+
+
+async def test_rerun_makes_a_linked_job_and_audits(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    done = add_job(
+        conn, "email", finished_at="2026-01-01T00:00:00+00:00", priority=4, unique_key="k1"
+    )
+    cancelled = add_job(
+        conn,
+        "email",
+        finished_at="2026-01-01T00:00:00+00:00",
+        cancelled_at="2026-01-01T00:00:00+00:00",
+    )
+    waiting = add_job(conn, "email")
+    outcome = await ops.rerun_job(aconn, S, done, actor=ME)
+    assert outcome.original == done and outcome.held_by is None and outcome.new_id is not None
+    row = conn.execute(
+        "SELECT kind, priority, unique_key, rerun_of, attempts, finished_at "
+        "FROM jobs WHERE id = %s",
+        (outcome.new_id,),
+    ).fetchone()
+    assert row == ("email", 4, "k1", done, 0, None)
+    assert await ops.rerun_links(aconn, S, done) == (None, [outcome.new_id])
+    assert await ops.rerun_links(aconn, S, outcome.new_id) == (done, [])
+    # The key is held by the new, unfinished job: no second one, and the audit row says why.
+    again = await ops.rerun_job(aconn, S, done, actor=ME)
+    assert again.new_id is None and again.held_by == outcome.new_id
+    assert count(conn, "SELECT count(*) FROM jobs WHERE rerun_of = %s", done) == 1
+    # Unfinished or unknown: refused, nothing written.
+    for bad in (waiting, 999_999):
+        with pytest.raises(ops.InvalidAction):
+            await ops.rerun_job(aconn, S, bad, actor=ME)
+    assert await ops.rerun_jobs(aconn, S, [cancelled, waiting], actor=ME) == 1
+    rows = audit(conn)
+    assert [(r["action"], r["ids"], r["count"]) for r in rows] == [
+        ("rerun_job", [done], 1),
+        ("rerun_job", [done], 0),
+        ("rerun_job", [cancelled, waiting], 1),
+    ]
+    assert rows[0]["filter"] == {"new_jobs": {str(done): outcome.new_id}}
+    assert all(r["os_user"] == "alice@ops1" for r in rows)
+
+
+async def test_applicable_ids_judge_as_the_actions_do(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    done = add_job(conn, "email", finished_at="2026-01-01T00:00:00+00:00")
+    ready = add_job(conn, "email")
+    later = add_job(conn, "email", run_at="2100-01-01T00:00:00+00:00")
+    stopping = add_job(conn, "email", locked_at="2026-01-01T00:00:00+00:00", cancel_requested=True)
+    ids = [done, ready, later, stopping]
+    assert await ops.applicable_ids(aconn, S, "cancel_jobs", ids) == [ready, later]
+    assert await ops.applicable_ids(aconn, S, "run_now", ids) == [later]
+    assert await ops.applicable_ids(aconn, S, "rerun_job", ids) == [done]
+    with pytest.raises(ops.InvalidAction):
+        await ops.applicable_ids(aconn, S, "drop_table", ids)
+    # What they judge applicable is what the actions change.
+    assert await ops.cancel_jobs(aconn, S, ids, actor=ME) == 2

@@ -140,3 +140,53 @@ RETURNING j.id
 
 -- name: ops_now
 SELECT now() AS now
+
+-- name: ops_applicable_ids
+-- The ids a by-ids action can change now, judged as its own statement judges them (so the
+-- console offers and counts only those): cancel an unfinished job not already asked to stop;
+-- run now an unlocked, unfinished job waiting for a future time; run again a finished job.
+SELECT j.id FROM __schema__.jobs j
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND CASE %(action)s
+        WHEN 'cancel_jobs' THEN j.finished_at IS NULL
+                                AND (j.locked_at IS NULL OR NOT j.cancel_requested)
+        WHEN 'run_now' THEN j.finished_at IS NULL AND j.locked_at IS NULL AND j.run_at > now()
+        WHEN 'rerun_job' THEN j.finished_at IS NOT NULL
+        ELSE false
+      END
+ORDER BY j.id
+
+-- name: ops_rerun_jobs
+-- New jobs from finished (succeeded or cancelled) ones: same kind, payload, priority,
+-- max_attempts and unique key, linked by rerun_of, due now, no history. Unique keys follow
+-- the partial unique index like any producer's: while an unfinished job holds a key, no job
+-- is made for it (ops_rerun_blocker names the holder). A unique window is not applied: the
+-- operator asks for this run explicitly, and the original itself finished inside any window.
+WITH orig AS (
+  SELECT j.id, j.kind, j.payload, j.priority, j.max_attempts, j.unique_key
+  FROM __schema__.jobs j
+  WHERE j.id = ANY(%(ids)s::bigint[]) AND j.finished_at IS NOT NULL
+  ORDER BY j.id
+), ins AS (
+  INSERT INTO __schema__.jobs (kind, payload, priority, max_attempts, unique_key, rerun_of)
+  SELECT kind, payload, priority, max_attempts, unique_key, id FROM orig ORDER BY id
+  ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND finished_at IS NULL
+  DO NOTHING
+  RETURNING id, kind, rerun_of
+)
+SELECT i.rerun_of, i.id, pg_notify(%(channel)s, i.kind) FROM ins i ORDER BY i.rerun_of
+
+-- name: ops_rerun_blocker
+-- Why a rerun made nothing: the unfinished job holding the original's unique key, if any.
+SELECT x.id FROM __schema__.jobs j
+JOIN __schema__.jobs x ON x.kind = j.kind AND x.unique_key = j.unique_key
+  AND x.finished_at IS NULL
+WHERE j.id = %(id)s
+ORDER BY x.id
+LIMIT 1
+
+-- name: ops_rerun_links
+-- The job a rerun was made from, and the reruns made from a job (newest first).
+SELECT (SELECT j.rerun_of FROM __schema__.jobs j WHERE j.id = %(id)s) AS rerun_of,
+       ARRAY(SELECT r.id FROM __schema__.jobs r WHERE r.rerun_of = %(id)s
+             ORDER BY r.id DESC LIMIT 20) AS reruns

@@ -41,7 +41,8 @@ def host(app: App[Any]) -> Host:
 
 
 class WriteAsked(Message):
-    """Requeue, delete, cancel or run now (`spec`) the rows `ids` or those matching `flt`.
+    """Requeue, delete, cancel, run now or run again (`spec`) the rows `ids` or those matching
+    `flt`. Job actions act only on the ids they can change (`jobtui.tui.actions.applicable`).
 
     `group` names a failure group for the confirmation; `after` runs once the write is done.
     """

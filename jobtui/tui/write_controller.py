@@ -10,7 +10,7 @@ database actually changed. Results and failures go back to the app as messages (
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ from textual.notifications import SeverityLevel
 from jobtui import browse, export, limits, ops
 from jobtui.inert import clean, inert
 from jobtui.models import DeadFilter
-from jobtui.tui.actions import DELETE, ActionSpec, describe_filter
+from jobtui.tui.actions import DELETE, RERUN, ActionSpec, describe_filter
 from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.host import WriteAsked
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
+from jobtui.tui.screens.export_prompt import ExportPathScreen
 from jobtui.tui.screens.limits import LimitsScreen
 
 # action: (verb, ops function, what the operator should know before confirming)
@@ -92,10 +93,14 @@ class WriteController:
     def ask(self, request: WriteAsked) -> None:
         """Confirm and run `request.spec` on its ids or on every row matching its filter now."""
         spec = request.spec
+        if spec is RERUN and len(request.ids) == 1:  # one job: the notice names the new job
+            self._start(self._rerun(request.ids[0], request.after))
+            return
         flow = self._ask(spec, request.ids, spec.scope(request.flt), request.group, request.after)
         self._start(flow)
 
     def toggle_pause(self, kind: str, paused: bool) -> None:
+        """Pause `kind` (resume it when `paused`), after asking."""
         self._start(self._toggle_pause(kind, paused))
 
     def export(self, ids: list[int], flt: DeadFilter, group: str | None = None) -> None:
@@ -137,51 +142,76 @@ class WriteController:
     ) -> None:
         if self._refused(spec.verb.lower()):
             return
+        asked = list(ids)
+        if ids and spec.key is not None:  # only rows the action can change are offered
+            ids = await self.link.run(ops.applicable_ids, spec.key, ids)
         matching: int | None = None
         if flt is not None and spec.matching is not None and spec.count is not None:
             matching = await self.link.run(spec.count, flt)
-        choices: list[Choice] = []
-        if ids:
-            these = (
-                f"this {spec.noun} #{ids[0]}" if len(ids) == 1 else f"these {spec.nouns(len(ids))}"
-            )
-            choices.append(Choice("ids", these))
-        if matching:
-            scope = "in this group" if group else "matching the filter"
-            choices.append(Choice("matching", f"all {spec.nouns(matching)} {scope} now"))
+        choices = _choices(spec, ids, matching, group)
         if not choices:
-            self._report(f"Nothing to {spec.verb.lower()}.")
+            self._report(_nothing(spec, asked), severity="warning")
             return
-        if len(ids) == 1 and flt is None and not spec.destructive:
-            choice: str | None = "ids"
-        else:
-            body = _confirmation(spec, ids, flt, group, matching, len(choices))
-            choice = await self.app.push_screen_wait(
-                ConfirmScreen(f"{spec.verb}?", body, choices, danger=spec.destructive)
-            )
+        body = _confirmation(spec, ids, flt, group, matching, len(asked) - len(ids))
+        choice = await self.app.push_screen_wait(
+            ConfirmScreen(_title(spec, ids, choices), body, choices, danger=spec.destructive)
+        )
         if choice is None:
             return
         if choice == "ids":
             changed = await self.link.run(spec.by_ids, ids, actor=self.actor)
-            asked = len(ids)
+            wanted = len(ids)
         else:
             assert spec.matching is not None
             changed = await self.link.run(spec.matching, flt, actor=self.actor)
-            asked = matching or 0
+            wanted = matching or 0
         message = spec.outcome(changed)
-        if changed < asked:
-            message += f" ({asked - changed:,} of {asked:,} had already changed or gone)"
+        if changed < wanted:
+            message += f" ({wanted - changed:,} of {wanted:,} had already changed or gone)"
         severity: SeverityLevel = "information" if changed else "warning"
         self._report(message + ".", severity=severity, wrote=True, after=after)
 
     async def _toggle_pause(self, kind: str, paused: bool) -> None:
-        if self._refused("pausing a kind"):
+        verb = "Resume" if paused else "Pause"
+        if self._refused(f"{verb.lower()} a kind"):
+            return
+        note = (
+            "workers claim its jobs again from now on"
+            if paused
+            else "workers stop claiming its jobs; jobs already running finish"
+        )
+        body = Text.assemble(
+            (f"{verb} kind ", "bold"), inert(kind, style="bold"), "\n", (note + "; audited", "dim")
+        )
+        if not await self._confirmed(f"{verb} kind?", body, f"{verb} {clean(kind)}"):
             return
         fn = ops.resume_kind if paused else ops.pause_kind
         changed = await self.link.run(fn, kind, actor=self.actor)
-        verb = "Resumed" if paused else "Paused"
         note = "" if changed else " (no change: it already was)"
-        self._report(f"{verb} kind {clean(kind)}{note}.", refresh=True)
+        self._report(f"{verb}d kind {clean(kind)}{note}.", refresh=True)
+
+    async def _rerun(self, job_id: int, after: Callable[[], Any] | None) -> None:
+        if self._refused("run again"):
+            return
+        body = Text.assemble(
+            (f"Run job #{job_id} again", "bold"),
+            "\nas a new job: same kind, payload, priority, max attempts and unique key, due now,",
+            "\nlinked to this one (which stays as it is); audited",
+        )
+        if not await self._confirmed(
+            f"Run job #{job_id} again?", body, f"run #{job_id} again as a new job"
+        ):
+            return
+        outcome = await self.link.run(ops.rerun_job, job_id, actor=self.actor)
+        if outcome.new_id is None:
+            holder = f"job #{outcome.held_by}" if outcome.held_by else "an unfinished job"
+            self._report(
+                f"Not run again: {holder} holds its unique key and is unfinished.",
+                severity="warning",
+                after=after,
+            )
+            return
+        self._report(f"Job #{job_id} run again as job #{outcome.new_id}.", wrote=True, after=after)
 
     async def _confirmed(self, title: str, body: Text, label: str) -> bool:
         choice = await self.app.push_screen_wait(ConfirmScreen(title, body, [Choice("yes", label)]))
@@ -248,7 +278,7 @@ class WriteController:
                 Choice("ids:jsonl", f"{len(ids):,} selected → JSONL"),
                 Choice("ids:csv", f"{len(ids):,} selected → CSV"),
             ]
-        if matching:
+        if matching and matching > len(ids):
             choices += [
                 Choice("matching:jsonl", f"all {matching:,} matching → JSONL"),
                 Choice("matching:csv", f"all {matching:,} matching → CSV"),
@@ -256,9 +286,7 @@ class WriteController:
         if not choices:
             self._report("Nothing to export.")
             return
-        body = Text.assemble(
-            ("Export dead letters", "bold"), " to a file in ", inert(str(Path.cwd()))
-        )
+        body = Text.assemble(("Export dead letters", "bold"), " to a file; you choose where next")
         if matching:
             body.append("\nmatching now: ")
             body.append_text(inert(describe_filter(flt)))
@@ -266,13 +294,74 @@ class WriteController:
         if choice is None:
             return
         scope, fmt = choice.split(":")
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        path = Path.cwd() / f"jobtui-dead-{stamp}.{fmt}"
-        if scope == "ids":
-            n = await self.link.run(export.export_dead, path, ids=ids, fmt=fmt)
-        else:
-            n = await self.link.run(export.export_dead, path, flt=flt, fmt=fmt)
-        self._report(f"Exported {n:,} dead letters to {clean(str(path))}.", timeout=8)
+        n_rows = len(ids) if scope == "ids" else matching
+        what = Text(f"{n_rows:,} dead letters as {fmt.upper()} to the file:")
+        path = await self._export_path(what, export.default_export_path(fmt))
+        if path is None:
+            return
+        selection: dict[str, Any] = {"ids": ids} if scope == "ids" else {"flt": flt}
+        n = await self.link.run(
+            export.export_dead, path.path, fmt=fmt, overwrite=path.overwrite, **selection
+        )
+        self._report(f"Exported {n:,} dead letters to {clean(str(path.path))}.", timeout=8)
+
+    async def _export_path(self, what: Text, default: Path) -> _Target | None:
+        """Ask where to write; an existing file is replaced only when the operator says so."""
+        while True:
+            path = await self.app.push_screen_wait(ExportPathScreen("Export to", what, default))
+            if path is None:
+                return None
+            if not path.exists():
+                return _Target(path, overwrite=False)
+            body = Text.assemble(inert(str(path), style="bold"), " exists.")
+            choices = [Choice("replace", "replace it"), Choice("other", "choose another name")]
+            answer = await self.app.push_screen_wait(
+                ConfirmScreen("File exists", body, choices, danger=True)
+            )
+            if answer == "replace":
+                return _Target(path, overwrite=True)
+            if answer is None:
+                return None
+            default = path
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where an export goes, and whether the operator agreed to replace an existing file."""
+
+    path: Path
+    overwrite: bool
+
+
+def _choices(
+    spec: ActionSpec, ids: list[int], matching: int | None, group: str | None
+) -> list[Choice]:
+    """Exactly these rows, and every row matching now (typed: it is a bulk scope). A
+    "matching" choice that covers no more rows than the named ones is not offered: a one-row
+    dialog never shows the same choice twice."""
+    out: list[Choice] = []
+    if ids:
+        these = f"{spec.noun} #{ids[0]}" if len(ids) == 1 else f"these {spec.nouns(len(ids))}"
+        out.append(Choice("ids", f"{spec.verb.lower()} {these}"))
+    if matching and matching > len(ids):
+        scope = "in this group" if group else "matching the filter"
+        label = f"{spec.verb.lower()} {matching:,} {scope}"
+        out.append(Choice("matching", label, typed=str(matching)))
+    return out
+
+
+def _title(spec: ActionSpec, ids: list[int], choices: list[Choice]) -> str:
+    if len(choices) == 1 and ids and len(ids) == 1 and choices[0].value == "ids":
+        return f"{spec.verb} {spec.noun} #{ids[0]}?"
+    return f"{spec.verb} {spec.noun}s?"
+
+
+def _nothing(spec: ActionSpec, asked: list[int]) -> str:
+    """Why no dialog opened: nothing the action could change."""
+    if not asked:
+        return f"Nothing to {spec.verb.lower()}."
+    what = f"{spec.noun} #{asked[0]} is" if len(asked) == 1 else f"the {spec.nouns(len(asked))} are"
+    return f"Nothing to {spec.verb.lower()}: {what} {spec.inapplicable}."
 
 
 def _confirmation(
@@ -281,20 +370,34 @@ def _confirmation(
     flt: Any,
     group: str | None,
     matching: int | None,
-    n_choices: int,
+    left_alone: int,
 ) -> Text:
-    """The confirmation's text: what is asked, exactly which rows, and what cannot be undone."""
-    what: list[str | Text | tuple[str, str]] = (
-        [("group ", "bold"), inert(group), "\n"] if group else [(f"{spec.noun}s", "bold"), "\n"]
-    )
+    """The confirmation's text: what is asked, exactly which rows, and what cannot be undone.
+
+    The choices themselves are the buttons; the text says what each scope covers."""
+    bulk = bool(matching and matching > len(ids))
+    if group:
+        what: list[str | Text | tuple[str, str]] = [("group ", "bold"), inert(group)]
+    elif len(ids) == 1 and not bulk:
+        what = [(f"{spec.noun} #{ids[0]}", "bold")]
+    else:
+        what = [(f"{spec.noun}s", "bold")]
     body = Text.assemble((f"{spec.verb} ", "bold"), *what)
-    if ids:
+    if spec.effect:
+        body.append(f"\n{spec.effect}", style="dim")
+    if len(ids) > 1:  # one id: its button names it
         shown = ", ".join(f"#{i}" for i in ids[:8]) + (" …" if len(ids) > 8 else "")
-        body.append(f"\n1 · exactly {spec.nouns(len(ids))}: {shown}")
-    if matching:
-        body.append(f"\n{n_choices} · every {spec.noun} matching now ({matching:,}): ")
+        body.append(f"\nselected: exactly {spec.nouns(len(ids))}: {shown}")
+    if left_alone:
+        body.append(f"\n{left_alone:,} more selected left alone: {spec.inapplicable}", style="dim")
+    if bulk:
+        body.append("\n")
+        body.append("‼ ALL", style="bold reverse")
+        body.append(f" {spec.nouns(matching or 0)} matching now: ")
         body.append_text(inert(describe_filter(flt)))
-        body.append("\n    rows that arrive after you confirm are not included", style="dim")
-    if spec.destructive:
-        body.append("\n\nThis cannot be undone." if spec is DELETE else "", style="bold")
+        body.append(
+            "\n  you type the count to confirm; later arrivals are not included", style="dim"
+        )
+    if spec is DELETE:
+        body.append("\n\nThis cannot be undone.", style="bold")
     return body

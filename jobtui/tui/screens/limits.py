@@ -2,7 +2,7 @@
 
 BINDINGS:
     enter    check the values and go on to the confirmation
-    esc      cancel (nothing changes)
+    esc      back (nothing changes)
 
 An empty field means "no limit" for that field; the values are checked here with the engine's
 own rules (`jobtui.limits`) so a typo is reported in the dialog, not by the database.
@@ -67,7 +67,7 @@ class LimitsScreen(ModalScreen[LimitsRequest | None]):
     """Returns the LimitsRequest, or None when cancelled."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", id="limits.cancel")
+        Binding("escape", "cancel", "Back", id="limits.cancel")
     ]
 
     def __init__(self, kind: str, current: KindLimitRow | None) -> None:
@@ -103,7 +103,8 @@ class LimitsScreen(ModalScreen[LimitsRequest | None]):
                     compact=True,
                     disabled=not (cur and cur.overridden),
                 )
-                yield Button("Cancel", id="limits-cancel", compact=True)
+                # Not "Cancel": next to "Set" and "Clear override" it could read as an action.
+                yield Button("Back, change nothing", id="limits-cancel", compact=True)
 
     def _summary(self) -> Text:
         cur = self.current
