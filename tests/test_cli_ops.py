@@ -312,3 +312,27 @@ def test_exhausted_is_a_state_in_jobs_list(dsn: str, conn: psycopg.Connection) -
     out = assert_ok(run_cli("jobs", "list", "--state", "exhausted", dsn=dsn))
     assert [line.split()[0] for line in out.splitlines()[1:]] == [str(gave_up)]
     assert "exhausted" in out
+
+
+def test_jobs_rerun_makes_linked_jobs_and_refuses_unfinished(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    done = conn.execute(
+        "INSERT INTO jobs (kind, payload, finished_at) VALUES ('report', '{\"n\": 1}', now()) "
+        "RETURNING id"
+    ).fetchone()[0]
+    waiting = conn.execute(
+        "INSERT INTO jobs (kind, payload) VALUES ('report', '{}') RETURNING id"
+    ).fetchone()[0]
+    text = assert_ok(run_cli("jobs", "rerun", str(done), dsn=dsn))
+    new = conn.execute("SELECT id FROM jobs WHERE rerun_of = %s", (done,)).fetchone()[0]
+    assert text.strip() == f"job #{done} run again as job #{new}"
+    assert conn.execute("SELECT payload FROM jobs WHERE id = %s", (new,)).fetchone()[0] == {"n": 1}
+    proc = run_cli("jobs", "rerun", str(waiting), dsn=dsn)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert (
+        conn.execute("SELECT count(*) FROM jobs WHERE rerun_of = %s", (waiting,)).fetchone()[0] == 0
+    )
+    audit = conn.execute("SELECT count(*) FROM audit_log WHERE action = 'rerun_job'").fetchone()[0]
+    assert audit == 1

@@ -1,5 +1,5 @@
-"""`jobtui jobs list|show|why|cancel|run-now`: jobs in the queue, through `browse`, `why` and
-`ops`."""
+"""`jobtui jobs list|show|why|cancel|run-now|rerun`: jobs in the queue, through `browse`,
+`why` and `ops`."""
 
 from __future__ import annotations
 
@@ -59,6 +59,14 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("id", type=job_id)
     p.add_argument("--json", action="store_true", help="JSON for scripts")
+    p = Commands(jobs, commands.common).add(
+        "rerun",
+        "Run finished (succeeded or cancelled) jobs again, as new jobs linked to them.",
+        cmd_rerun,
+        "jobtui jobs rerun 42",
+        "jobtui jobs rerun 42 43",
+    )
+    p.add_argument("ids", type=job_id, nargs="+", metavar="ID")
 
 
 def _states(args: Args) -> tuple[str, ...]:
@@ -127,6 +135,26 @@ def cmd_why(args: Args) -> int:
         for reason in answer.reasons:
             out(clean(f"- {reason.text}"))
         return 0
+
+    return run_with_connection(args, body)
+
+
+def cmd_rerun(args: Args) -> int:
+    """By ids only (a filter could rerun thousands by accident), in the order given, each
+    printed as it is made. Exit 1 when a unique key held by an unfinished job stopped one; an
+    unfinished or unknown id stops the command with a one-line error (those before it stay)."""
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        actor = ops.Actor.current()
+        code = 0
+        for original in dict.fromkeys(args.ids):
+            outcome = await ops.rerun_job(conn, schema, original, actor=actor)
+            if outcome.new_id is not None:
+                out(f"job #{original} run again as job #{outcome.new_id}")
+            else:
+                out(f"job #{original} not run again: job #{outcome.held_by} holds its unique key")
+                code = 1
+        return code
 
     return run_with_connection(args, body)
 
