@@ -548,3 +548,21 @@ async def test_detail_shows_db_down(dsn: str, conn: psycopg.Connection) -> None:
         await until(pilot, lambda: "DB DOWN" in status.plain)
         await until(pilot, lambda: "database unreachable" in head(detail))
         assert "Copy" not in footer(app) and "Cancel" not in footer(app)
+
+
+async def test_job_detail_says_why_it_is_not_running(dsn: str, conn: psycopg.Connection) -> None:
+    """Issue 12: the detail of a waiting job carries the live answer of `jobs why`."""
+    later = int(enqueue(conn, "report", {}, delay=timedelta(hours=2)))
+    paused = int(enqueue(conn, "mail", {}))
+    conn.execute("INSERT INTO paused_kinds (kind, paused_by) VALUES ('mail', 'ops-alice')")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        detail = await open_detail(app, pilot, "job", later)
+        why = detail.query_one("#detail-why", Static)
+        await until(pilot, lambda: "scheduled" in rendered(why))
+        assert "2h" in rendered(why) or "1h59m" in rendered(why)
+        await pilot.press("escape")
+        detail = await open_detail(app, pilot, "job", paused)
+        why = detail.query_one("#detail-why", Static)
+        await until(pilot, lambda: "paused" in rendered(why))
+        assert "ops-alice" in rendered(why)

@@ -33,7 +33,7 @@ from textual.highlight import highlight
 from textual.screen import Screen
 from textual.widgets import Static
 
-from jobtui import browse, ops
+from jobtui import browse, ops, why
 from jobtui.config import format_duration
 from jobtui.inert import clean, inert, payload_json
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
@@ -54,6 +54,7 @@ from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.status import PARTS, StatusBar
+from jobtui.tui.widgets.why import WhyView
 
 WRITES = {"cancel_job", "run_now", "requeue", "delete", "run_again"}
 PROBE_S = 5.0
@@ -182,6 +183,8 @@ class DetailScreen(Screen[None]):
         with VerticalScroll(id="detail-scroll") as scroll:
             scroll.border_title = f"{'job' if self.what == 'job' else 'dead letter'} #{self.row_id}"
             yield Static(Text("loading…", style="dim"), id="detail-head")
+            if self.what == "job":
+                yield WhyView(id="detail-why", classes="detail-section")
             yield Static("", id="detail-payload", classes="detail-section")
             yield Static("", id="detail-errors", classes="detail-section")
         yield ConsoleFooter()
@@ -189,6 +192,8 @@ class DetailScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#detail-payload").border_title = "payload"
         self.query_one("#detail-errors").border_title = "errors"
+        if self.what == "job":
+            self.query_one("#detail-why").border_title = "why isn't it running?"
         self.query_one("#detail-scroll").focus()
         self.mirror_status()
         self.set_interval(1.0, self.mirror_status)
@@ -285,11 +290,13 @@ class DetailScreen(Screen[None]):
     @work(exclusive=True, group="detail")
     async def reload(self) -> None:
         link = self.console.link
+        answer: why.WhyAnswer | None = None
         try:
             if self.what == "job":
                 row: JobRow | DeadLetterRow | None = await link.run(browse.get_job, self.row_id)
                 if row is not None:
                     self.rerun_of, self.reruns = await link.run(ops.rerun_links, self.row_id)
+                    answer = await link.run(why.explain, self.row_id)
             else:
                 row = await link.run(browse.get_dead, self.row_id)
                 if row is None:  # requeued (a job of the same id now) or deleted
@@ -308,6 +315,8 @@ class DetailScreen(Screen[None]):
         self.row, self.now = row, now
         self.mirror_status()
         self._render_row()
+        if answer is not None:
+            self.query_one(WhyView).show(answer)
         self.refresh_bindings()
 
     def _render_row(self) -> None:
