@@ -132,7 +132,7 @@ def deep_link(tab: str | None, filter_text: str | None) -> DeepLink:
 class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
-    CSS_PATH = ["app.tcss", "panes/database.tcss"]  # noqa: RUF012 - Textual reads it once
+    CSS_PATH = ["app.tcss", "panes/database.tcss", "widgets/alarms.tcss"]  # noqa: RUF012
     TITLE = "jobtui"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -481,7 +481,14 @@ class JobtuiApp(App[int]):
             ("Database", rows(DatabasePane.BINDINGS)),
             ("Detail", rows(DetailScreen.BINDINGS)),
             ("Kind (enter on a kind)", rows(KindScreen.BINDINGS)),
-            ("Confirmation", [("1 2 …", "pick that choice", ""), ("esc n", "cancel", "")]),
+            (
+                "Confirmation",
+                [
+                    ("1 2 …", "pick that choice", ""),
+                    ("‼ ALL", "a bulk scope: type the count it shows, then enter", ""),
+                    ("esc n", "back, change nothing", ""),
+                ],
+            ),
         ]
 
     # --- what panes and screens ask for (jobtui.tui.host) --------------------------------
