@@ -364,6 +364,45 @@ async def capture(dsn: str, outdir: Path, schema: str = "public") -> list[Path]:
         await pilot.press("question_mark")
         await pilot.pause(0.5)
         save("help")
+        await pilot.press("escape", "1")
+        await settle(pilot)
+        await pilot.press("enter")  # the kind under the cursor: its kind screen
+        await pilot.pause(1.5)
+        save("kind")
+        await pilot.press("escape")
+        await pilot.pause(0.3)
+        # A real transaction left open by a report script: the Database tab names it.
+        async with await psycopg.AsyncConnection.connect(
+            dsn, application_name="nightly-report"
+        ) as holder:
+            await holder.execute("SELECT txid_current()")
+            await holder.execute("SELECT count(*) FROM jobs")
+            await asyncio.sleep(2.0)
+            await pilot.press("6")
+            await settle(pilot)
+            save("database")
+            await holder.rollback()
+        # Why a job of a paused kind waits, from its detail.
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await ops.pause_kind(conn, schema, "report.build", actor=ops.Actor("ops@screenshots"))
+            cur = await conn.execute(
+                "SELECT id FROM jobs WHERE kind = 'report.build' AND finished_at IS NULL "
+                "AND locked_at IS NULL AND run_at <= now() ORDER BY id LIMIT 1"
+            )
+            row = await cur.fetchone()
+        if row is not None:
+            app.open_detail("job", int(row[0]))
+            await pilot.pause(1.5)
+            save("why")
+    # The size an operator often has over SSH.
+    small = JobtuiApp(dsn, schema, config=ConsoleConfig())
+    async with small.run_test(size=(80, 24)) as pilot:
+        for _ in range(50):
+            await pilot.pause(0.1)
+            if not small._polling and small.updated_at is not None:
+                break
+        await pilot.pause(0.3)
+        saved.append(Path(small.save_screenshot("overview-80x24.svg", str(outdir))))
     return saved
 
 
