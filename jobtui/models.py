@@ -27,15 +27,18 @@ class ErrorEntry:
     error: str  # "ExceptionType: message" (first line used for grouping)
     traceback: str | None = None
     worker: str | None = None
+    started: str | None = None  # ISO 8601: when the attempt was claimed (entries since 2026-12)
 
     @classmethod
     def from_json(cls, item: dict[str, Any]) -> ErrorEntry:
+        started = item.get("started")
         return cls(
             attempt=int(item.get("attempt") or 0),
             at=str(item.get("at") or ""),
             error=str(item.get("error") or ""),
             traceback=item.get("traceback"),
             worker=item.get("worker"),
+            started=str(started) if started else None,
         )
 
 

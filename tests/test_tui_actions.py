@@ -566,3 +566,21 @@ async def test_job_detail_says_why_it_is_not_running(dsn: str, conn: psycopg.Con
         why = detail.query_one("#detail-why", Static)
         await until(pilot, lambda: "paused" in rendered(why))
         assert "ops-alice" in rendered(why)
+
+
+def test_each_attempt_shows_its_own_run_time() -> None:
+    """Entries written since the worker records `started` show their run time; older ones
+    (no `started`) show none rather than a guess."""
+    from jobtui.models import ErrorEntry
+    from jobtui.tui.screens.detail import _errors
+
+    entries = [
+        ErrorEntry(
+            1, "2026-12-01T10:00:03.5+00:00", "E: one", None, "w", "2026-12-01T10:00:00+00:00"
+        ),
+        ErrorEntry(2, "2026-12-01T10:02:00+00:00", "E: two", None, "w"),
+    ]
+    parts = _errors(entries, None, None).renderables
+    text = "\n".join(p.plain for p in parts if isinstance(p, Text))
+    assert "attempt 1" in text and "ran 3.5s" in text
+    assert text.count("ran ") == 1

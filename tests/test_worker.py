@@ -6,7 +6,7 @@ import asyncio
 import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -134,6 +134,7 @@ async def test_backoff_schedule_then_dead_letter_keeps_id_and_history(
 
     @reg.handler("flaky", backoff_base=60.0, backoff_cap=3600.0, jitter=0.1)
     def flaky(payload: Any) -> None:
+        time.sleep(0.2)  # each attempt's run time is kept with its error
         raise ValueError(f"bad input {payload['n']}")
 
     job_id = await enqueue(aconn, "flaky", {"n": 42}, max_attempts=3)
@@ -192,6 +193,8 @@ async def test_backoff_schedule_then_dead_letter_keeps_id_and_history(
         assert entry["traceback"].startswith("Traceback (most recent call last):")
         assert "raise ValueError" in entry["traceback"] and "flaky" in entry["traceback"]
         assert entry["worker"] and entry["at"]
+        ran = datetime.fromisoformat(entry["at"]) - datetime.fromisoformat(entry["started"])
+        assert 0.2 <= ran.total_seconds() < 5
     stats = await fetchall(aconn, "SELECT sum(done), sum(failed), sum(dead) FROM kind_stats")
     assert stats == [(0, 3, 1)]
 

@@ -105,6 +105,7 @@ WITH released AS (
       cancelled_at = CASE WHEN j.cancel_requested THEN now() END,
       errors       = CASE WHEN j.cancel_requested THEN j.errors || jsonb_build_array(
                        jsonb_build_object('attempt', j.attempts, 'at', to_jsonb(now()),
+                         'started', to_jsonb(j.locked_at),
                          'error', 'Cancelled: cancel requested while the worker was stopping',
                          'traceback', NULL, 'worker', %(worker)s::text))
                      ELSE j.errors END
@@ -147,7 +148,7 @@ SET run_at = CASE WHEN j.cancel_requested THEN j.run_at
     cancelled_at = CASE WHEN j.cancel_requested THEN now() END,
     last_error = %(by_id)s::jsonb -> j.id::text ->> 2,
     errors = j.errors || jsonb_build_array(jsonb_build_object(
-      'attempt', j.attempts, 'at', to_jsonb(now()),
+      'attempt', j.attempts, 'at', to_jsonb(now()), 'started', to_jsonb(j.locked_at),
       'error', %(by_id)s::jsonb -> j.id::text -> 2,
       'traceback', %(by_id)s::jsonb -> j.id::text -> 3, 'worker', %(worker)s::text))
 WHERE j.id = ANY(%(ids)s::bigint[]) AND j.locked_by = %(worker)s AND j.finished_at IS NULL
@@ -162,7 +163,7 @@ RETURNING j.id, j.cancel_requested
 WITH mine AS MATERIALIZED (
   SELECT j.id, j.attempts, j.cancel_requested,
          jsonb_build_object(
-           'attempt', j.attempts, 'at', to_jsonb(now()),
+           'attempt', j.attempts, 'at', to_jsonb(now()), 'started', to_jsonb(j.locked_at),
            'error', %(by_id)s::jsonb -> j.id::text -> 1,
            'traceback', %(by_id)s::jsonb -> j.id::text -> 2,
            'worker', %(worker)s::text) AS entry
@@ -269,13 +270,14 @@ WITH stale AS MATERIALIZED (
          j.attempts >= j.max_attempts AS exhausted,
          EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = j.id) AS collides,
          CASE WHEN j.locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END AS msg,
-         j.attempts
+         j.attempts, j.locked_at
   FROM __schema__.jobs j JOIN cand c ON c.id = j.id
   WHERE j.attempts = c.attempts AND j.locked_at = c.locked_at
     AND j.locked_by IS NOT DISTINCT FROM c.locked_by AND j.finished_at IS NULL
   FOR UPDATE OF j SKIP LOCKED
 ), entries AS MATERIALIZED (
   SELECT lost.*, jsonb_build_object('attempt', attempts, 'at', to_jsonb(now()), 'error', msg,
+                                    'started', to_jsonb(locked_at),
                                     'traceback', NULL, 'worker', locked_by) AS entry
   FROM lost
 ), dead AS (

@@ -104,6 +104,17 @@ def _ran(seconds: float) -> str:
     return f"{seconds:.1f}s" if seconds < 60 else format_duration(seconds)
 
 
+def _entry_ran(entry: ErrorEntry) -> float | None:
+    """An attempt's run time from its own entry: claimed (`started`) to failed (`at`)."""
+    if not entry.started:
+        return None
+    try:
+        seconds = datetime.fromisoformat(entry.at) - datetime.fromisoformat(entry.started)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, seconds.total_seconds())
+
+
 def _errors(
     errors: list[ErrorEntry], last_error: str | None, run: tuple[int, float, bool] | None
 ) -> RenderableType:
@@ -124,7 +135,10 @@ def _errors(
             " · ",
             ("worker " + clean(entry.worker) if entry.worker else "no worker", "dim"),
         )
-        if run is not None and run[0] == entry.attempt and not run[2]:
+        ran = _entry_ran(entry)
+        if ran is not None:
+            head.append(f" · ran {_ran(ran)}", style="dim")
+        elif run is not None and run[0] == entry.attempt and not run[2]:
             head.append(f" · ran {_ran(run[1])}", style="dim")
         parts.append(head)
         parts.append(inert(entry.error, style="bold", multiline=True))
