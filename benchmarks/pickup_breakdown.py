@@ -1,7 +1,8 @@
 """Where a pickup's time goes: jobtui's bundled worker beside a bare consumer from the article.
 
     python -m benchmarks.pickup_breakdown [--jobs 200] [--interval 0.02] [--rounds 3]
-                                          [--workers 2] [--dsn ADMIN_DSN] [--only jobtui|bare]
+                                          [--workers 2] [--dsn ADMIN_DSN]
+                                          [--systems jobtui,bare[,bare-sql]]
                                           [--producer jobtui|bare]
 
 Each run makes a fresh jobtui database, starts `--workers` consumer processes, then a separate
@@ -28,8 +29,10 @@ Phases per job, each p50/p95 over every job of every round:
   decode                   payload JSON decoded (jobtui: its own decode, bare: psycopg's)
   claimed → handler        claim returned → the handler's first line
   total                    enqueue call start → handler start
-Rounds alternate which consumer goes first, and the machine is shared, so the script also
-prints the per-round ratio jobtui / bare of the total's p50 and p95.
+`--systems jobtui,bare,bare-sql` adds the bare consumer sending jobtui's own claim statement
+(worker_claim, with the worker's parameters): what it adds to bare is the statement's, what
+jobtui adds to it is the worker's. Rounds rotate which consumer goes first, and the machine is
+shared, so the script also prints each consumer's per-round ratio to bare (total p50, p95).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from benchmarks.common import SCHEMA, Bench, analyze, percentile, spawn, stop, w
 from benchmarks.systems import Jobtui, listening_sessions
 
 DEFAULT_ADMIN_DSN = "postgresql://root@127.0.0.1:5432/postgres"
-SYSTEMS = ("jobtui", "bare")
+SYSTEMS = ("jobtui", "bare", "bare-sql")
 PHASES = (
     ("enqueue call", "t_call", "t_ret"),
     ("return → NOTIFY heard", "t_ret", "notify"),
@@ -157,13 +160,20 @@ RETURNING id, payload
 BARE_DONE = "UPDATE jobs SET finished_at = now() WHERE id = %(id)s"
 
 
-async def bare_consumer(dsn: str, out: str) -> None:
+async def bare_consumer(dsn: str, out: str, jobtui_sql: bool = False) -> None:
     """The article's consumer: LISTEN, and on each NOTIFY claim one job at a time until none
-    is left, calling the handler inline, then mark it done."""
-    from jobtui.sql import notify_channel
+    is left, calling the handler inline, then mark it done. With `jobtui_sql` (`bare-sql`),
+    the claim is jobtui's own worker_claim statement, with the parameters the worker sends, so
+    the claim's statement and the worker around it can be told apart."""
+    from jobtui.sql import notify_channel, queries
 
     events: Events = {"poke": [], "task": [], "claim": [], "limits": [], "handler": []}
     me = f"bare-{os.getpid()}"
+    sql = BARE_CLAIM
+    params: dict[str, Any] = {"me": me}
+    if jobtui_sql:
+        sql = queries(SCHEMA).worker_claim
+        params = {"kinds": ["latency", "noop"], "worker": me, "limit": 200, "limits": "{}"}
     listen = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     work = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     task = asyncio.current_task()
@@ -177,13 +187,15 @@ async def bare_consumer(dsn: str, out: str) -> None:
             events["task"].append(heard)
             while True:
                 sent = time.time()
-                cur = await work.execute(BARE_CLAIM, {"me": me})
+                cur = await work.execute(sql, params)
                 row = await cur.fetchone()
                 fetched = time.time()
                 if row is None:
                     break
-                events["claim"].append((sent, fetched, fetched, [row[1].get("i")]))
-                events["handler"].append((time.time(), row[1].get("i")))
+                payload = json.loads(row[2]) if jobtui_sql else row[1]
+                claimed = time.time()
+                events["claim"].append((sent, fetched, claimed, [payload.get("i")]))
+                events["handler"].append((time.time(), payload.get("i")))
                 await work.execute(BARE_DONE, {"id": row[0]})
     except asyncio.CancelledError:
         pass
@@ -339,19 +351,20 @@ def p(values: list[float], q: float) -> str:
 def print_table(per_system: dict[str, list[dict[str, float]]]) -> None:
     names = [s for s in SYSTEMS if per_system.get(s)]
     phases = {s: phase_values(per_system[s]) for s in names}
-    head = f"{'phase (ms)':<24}" + "".join(f"{s + ' p50':>12}{s + ' p95':>12}" for s in names)
-    if len(names) == 2:
-        head += f"{'p50 ratio':>11}{'Δp50':>9}"
+    others = [s for s in names if s != "bare"] if "bare" in names else []
+    head = f"{'phase (ms)':<24}" + "".join(f"{s + ' p50':>14}{s + ' p95':>14}" for s in names)
+    head += "".join(f"{s + ' Δp50':>18}" for s in others)
     print(head)
     print("-" * len(head))
     for name, _, _ in PHASES:
         row = f"{name:<24}"
         for s in names:
-            row += f"{p(phases[s][name], 50):>12}{p(phases[s][name], 95):>12}"
-        if len(names) == 2:
-            a, b = (percentile(phases[s][name], 50) for s in names)
-            ratio = f"{a / b:10.2f}×" if b > 0.005 else f"{'–':>11}"
-            row += ratio + f"{a - b:+9.3f}"
+            row += f"{p(phases[s][name], 50):>14}{p(phases[s][name], 95):>14}"
+        base = percentile(phases["bare"][name], 50) if others else 0.0
+        for s in others:
+            a = percentile(phases[s][name], 50)
+            ratio = f" ({a / base:.2f}×)" if base > 0.005 else ""
+            row += f"{f'{a - base:+.3f}{ratio}':>18}"
         print(row)
     for s in names:
         tot = phases[s]["total"]
@@ -364,7 +377,7 @@ def print_table(per_system: dict[str, list[dict[str, float]]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     bench = Bench(args.dsn, quick=False, runs=args.rounds, origin="JOBTUI_BENCH_DSN")
-    systems = [args.only] if args.only else list(SYSTEMS)
+    systems = args.systems
     per_system: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
     per_round: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
     print(
@@ -375,7 +388,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         for r in range(args.rounds):
-            order = systems if r % 2 == 0 else systems[::-1]
+            order = systems[r % len(systems) :] + systems[: r % len(systems)]
             for system in order:
                 lines, untimed = one_run(bench, system, args)
                 per_system[system] += lines
@@ -390,12 +403,14 @@ def run(args: argparse.Namespace) -> int:
         bench.cleanup()
     print()
     print_table(per_system)
-    if len(systems) == 2:
-        a, b = per_round["jobtui"], per_round["bare"]
+    for system in systems:
+        if system == "bare" or "bare" not in systems:
+            continue
+        a, b = per_round[system], per_round["bare"]
         r50 = [x[0] / y[0] for x, y in zip(a, b, strict=True)]
         r95 = [x[1] / y[1] for x, y in zip(a, b, strict=True)]
         print(
-            "per-round total ratio jobtui / bare: p50 "
+            f"per-round total ratio {system} / bare: p50 "
             + ", ".join(f"{v:.2f}" for v in r50)
             + f" (median {statistics.median(r50):.2f}); p95 "
             + ", ".join(f"{v:.2f}" for v in r95)
@@ -413,7 +428,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=Jobtui.concurrency)
     ap.add_argument("--dsn", default=os.environ.get("JOBTUI_BENCH_DSN", DEFAULT_ADMIN_DSN))
-    ap.add_argument("--only", choices=SYSTEMS)
+    ap.add_argument(
+        "--systems",
+        default="jobtui,bare",
+        help=f"comma-separated, from {', '.join(SYSTEMS)} (bare-sql: the bare consumer sending "
+        "jobtui's own claim statement)",
+    )
     ap.add_argument(
         "--producer",
         choices=("jobtui", "bare"),
@@ -421,6 +441,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="jobtui.enqueue (default) or one bare INSERT … pg_notify statement, for both",
     )
     args = ap.parse_args(argv)
+    args.systems = [x.strip() for x in args.systems.split(",") if x.strip()]
+    unknown = sorted(set(args.systems) - set(SYSTEMS))
+    if unknown or not args.systems:
+        ap.error(f"--systems: unknown {', '.join(unknown) or '(none given)'}")
     if args.jobs < 1 or args.rounds < 1 or args.workers < 1 or args.interval <= 0:
         ap.error("--jobs, --rounds and --workers must be at least 1, --interval positive")
     return args
@@ -432,8 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     if role == "jobtui-worker":
         run_jobtui_worker(argv[1], argv[2], int(argv[3]))
         return 0
-    if role == "bare-worker":
-        asyncio.run(bare_consumer(argv[1], argv[2]))
+    if role in ("bare-worker", "bare-sql-worker"):
+        asyncio.run(bare_consumer(argv[1], argv[2], jobtui_sql=role == "bare-sql-worker"))
         return 0
     if role == "producer":
         bare = argv[6] == "bare"
