@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
@@ -32,14 +34,22 @@ async def idle(d: Dispatcher) -> None:
     await wait_until(lambda: not d._claims and d.free_slots() == 4, what="no claim in flight")
 
 
-async def test_a_poke_launches_the_claim_itself_and_the_job_runs(
-    dsn: str, aconn: psycopg.AsyncConnection
-) -> None:
-    started: list[Any] = []
+@asynccontextmanager
+async def idle_worker(dsn: str, started: list[Any]) -> AsyncIterator[Dispatcher]:
+    """A worker whose handler of kind `p` appends its payload's `n` to `started`; its
+    dispatcher, once no claim is in flight."""
     async with running_worker(dsn, registry(started), **QUIET) as worker:
         d = worker._dispatcher
         assert d is not None
         await idle(d)
+        yield d
+
+
+async def test_a_poke_launches_the_claim_itself_and_the_job_runs(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    started: list[Any] = []
+    async with idle_worker(dsn, started) as d:
         job = await enqueue(aconn, "p", {"n": 1})
         await wait_until(lambda: started == [1], what="the NOTIFY's job to start")
         await idle(d)
@@ -57,10 +67,7 @@ async def test_a_poke_claims_nothing_while_fenced_backing_off_or_stopping(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
     started: list[Any] = []
-    async with running_worker(dsn, registry(started), **QUIET) as worker:
-        d = worker._dispatcher
-        assert d is not None
-        await idle(d)
+    async with idle_worker(dsn, started) as d:
         fenced = d.fenced
         d.fenced = lambda: True
         await enqueue(aconn, "p", {"n": 1})  # its NOTIFY pokes too
@@ -94,10 +101,7 @@ async def test_the_periodic_limits_read_follows_the_claim_and_still_finds_a_new_
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
     started: list[Any] = []
-    async with running_worker(dsn, registry(started), **QUIET) as worker:
-        d = worker._dispatcher
-        assert d is not None
-        await idle(d)
+    async with idle_worker(dsn, started) as d:
         assert d.limited == set()
         calls: list[str] = []
         db = d.db
