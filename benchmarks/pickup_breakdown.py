@@ -363,7 +363,7 @@ def print_table(per_system: dict[str, list[dict[str, float]]]) -> None:
         base = percentile(phases["bare"][name], 50) if others else 0.0
         for s in others:
             a = percentile(phases[s][name], 50)
-            ratio = f" ({a / base:.2f}×)" if base > 0.005 else ""
+            ratio = f" ({a / base:.2f}×)" if base > 0.05 and a > 0 else ""  # not of µs
             row += f"{f'{a - base:+.3f}{ratio}':>18}"
         print(row)
     for s in names:
