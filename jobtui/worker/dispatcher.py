@@ -10,8 +10,10 @@ this worker, same attempt, no cancel requested), so a job rescued and cancelled 
 starts. While liveness says this worker may be judged dead (`fenced`), it neither claims nor
 starts: what it claimed then is released unstarted.
 
-Claims: as many ready jobs as there are free slots, woken at once by NOTIFY (the listener) and
-by finishing jobs, with a polling fallback. A second claim, on a second connection, starts
+Claims: as many ready jobs as there are free slots, woken at once by NOTIFY (the listener's poke
+launches the claim itself, one event-loop turn sooner than the claim loop could) and by
+finishing jobs, with a polling fallback; claimed jobs' handler tasks are created before the
+claim loop is woken, so they run first. A second claim, on a second connection, starts
 while one is in flight once half the slots are free, so long jobs finishing one by one do not
 leave slots empty for a whole round trip. A claim that failed may have committed with its
 reply lost: rows this worker holds without knowing are released before it claims again.
@@ -24,7 +26,10 @@ the limited kinds this worker handles when they are due: at once after a NOTIFY,
 change or one of its own limited jobs finishing; after the rate's wait when a kind ran out of
 tokens; after FULL_POLL_S when a kind sits at its concurrency limit with jobs waiting (another
 worker's completion sends no NOTIFY). Which kinds are limited is read again every
-LIMITS_REFRESH_S and on a 'limits' NOTIFY. With no limited kind, claims are what they were.
+LIMITS_REFRESH_S and on a 'limits' NOTIFY; while none of ours is, the periodic read follows a
+claim's start of its jobs instead of preceding the claim (the fast claim leaves limited kinds
+out by itself), so it adds no round trip to a pickup. With no limited kind, claims are what
+they were.
 """
 
 from __future__ import annotations
@@ -103,6 +108,12 @@ class Dispatcher:
         self._pokes = 0  # NOTIFYs (and rescues) so far: one during a claim means "look again"
         self._claims: set[asyncio.Task[None]] = set()
         self._reserved = 0  # slots asked for by the claims in flight
+        # Set by run(): the claim links not in use, the most one claim asks for, and the free
+        # slots from which a second claim starts while one is in flight.
+        self._looping = False
+        self._idle: list[Link] = []
+        self._limit = settings.claim_batch or settings.concurrency
+        self._target = min(self._limit, max(1, settings.concurrency // 2))
         self._claim_seq = 0
         self._more_seq = 0
         self._check_orphans = False  # a claim failed: it may have committed with its reply lost
@@ -119,10 +130,16 @@ class Dispatcher:
     # ---------------------------------------------------------------- control
 
     def poke(self) -> None:
-        """There may be work (a NOTIFY, a rescue, a slot freed): claim when a slot is free."""
+        """There may be work (a NOTIFY, a rescue, a slot freed): claim when a slot is free.
+
+        The claim is launched from here when one is due, rather than by the claim loop once it
+        has woken: that saves an event-loop turn on every pickup from an idle queue. The loop
+        is still woken, after the claim task, to work out its next wait."""
         self._pokes += 1
         self._more = True
         self._limited_due = 0.0
+        if self._looping:
+            self._launch_if_due()
         self._wake.set()
 
     def limits_changed(self) -> None:
@@ -168,9 +185,8 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Keep the slots full until `stop()`; claims in flight end on their own."""
-        limit = self.settings.claim_batch or self.settings.concurrency
-        target = min(limit, max(1, self.settings.concurrency // 2))
-        idle = list(self.links)
+        idle = self._idle = list(self.links)
+        self._looping = True
         try:
             while not self.stopping.is_set():
                 wait = self.poll_interval
@@ -183,16 +199,12 @@ class Dispatcher:
                             await self._release_orphans_after_failure(idle[0])
                             continue
                 else:
-                    free = self.free_slots()
                     now = time.monotonic()
-                    wanted = self._more or self._limited_wanted(now)
-                    fenced = self.fenced()
-                    if fenced:
-                        wait = min(wait, FENCED_POLL_S)
-                    elif free > 0 and wanted and idle and (not self._claims or free >= target):
-                        self._launch(idle, min(free, limit))
+                    if self._launch_if_due(now):
                         continue
-                    if free > 0 and self.limited and not self._claims:
+                    if self.fenced():
+                        wait = min(wait, FENCED_POLL_S)
+                    if self.free_slots() > 0 and self.limited and not self._claims:
                         wait = min(wait, self._limited_due - now)
                 self._wake.clear()
                 try:
@@ -201,8 +213,29 @@ class Dispatcher:
                 except TimeoutError:
                     self._more = True
         finally:
+            self._looping = False
             while self._claims:
                 await asyncio.wait(set(self._claims))
+
+    def _launch_if_due(self, now: float | None = None) -> bool:
+        """Start a claim if one is due now (free slots, maybe work, an idle link, no second
+        claim before half the slots are free, not fenced, not backing off); True if started."""
+        if self.stopping.is_set() or self._check_orphans:
+            return False
+        now = time.monotonic() if now is None else now
+        if now < self._resume_at:
+            return False
+        free = self.free_slots()
+        if (
+            free > 0
+            and self._idle
+            and (not self._claims or free >= self._target)
+            and (self._more or self._limited_wanted(now))
+            and not self.fenced()
+        ):
+            self._launch(self._idle, min(free, self._limit))
+            return True
+        return False
 
     def _launch(self, idle: list[Link], n: int) -> None:
         link = idle.pop()
@@ -217,9 +250,21 @@ class Dispatcher:
     async def _claim(self, link: Link, n: int, seq: int, idle: list[Link]) -> None:
         pokes = self._pokes
         fast_n = 0
+        claimed = False
+        t0 = time.monotonic()
+        # While no kind of ours is limited, the periodic look at whether one has become so
+        # waits until this claim's jobs have started: the fast claim leaves limited kinds out
+        # by itself, so only their own claim waits for it, not every pickup.
+        read_after = (
+            not self.limited
+            and self._limits_read_at != -NEVER
+            and t0 - self._limits_read_at >= LIMITS_REFRESH_S
+        )
+        if read_after:
+            self._limits_read_at = t0  # this claim reads them: no other claim does meanwhile
         try:
-            t0 = time.monotonic()
-            rows = await self._claim_limited(link, n, t0) if self._limited_wanted(t0) else []
+            wanted = not read_after and self._limited_wanted(t0)
+            rows = await self._claim_limited(link, n, t0) if wanted else []
             fast_n = n - len(rows)
             if fast_n > 0 and len(self.limited) < len(self.kinds):
                 t1 = time.monotonic()
@@ -231,6 +276,7 @@ class Dispatcher:
                 fast_n = 0  # no fast claim: it would find nothing, or there was no room
             if rows and time.monotonic() - t0 > self.recheck_after:
                 rows = await self._still_ours(link, rows, t0)
+            claimed = True
         except Exception as exc:
             if isinstance(exc, psycopg.Error):
                 delay = link.failed(exc)
@@ -239,11 +285,17 @@ class Dispatcher:
                 delay = 1.0
             self._check_orphans = True
             self._resume_at = max(self._resume_at, time.monotonic() + delay)
-            return
         finally:
             self._reserved -= n
+            if not claimed:
+                if read_after:
+                    self._limits_read_at = -NEVER  # read them before the next claim
+                idle.append(link)
+                self._wake.set()
+        if not claimed:
+            return
+        if not read_after:
             idle.append(link)
-            self._wake.set()
         # The latest claim says whether more is waiting (an older one's locks were skipped by
         # it, not missed); a NOTIFY during the claim may be for a job its snapshot missed.
         if seq >= self._more_seq:
@@ -253,6 +305,32 @@ class Dispatcher:
         if rows:
             self._start(rows, "lost" if self.fenced() else None)
             self.on_claimed(t0)
+        # Woken after the handlers' tasks were created, so they run before its next turn.
+        self._wake.set()
+        if read_after:
+            try:
+                await self._read_limits(link)
+            finally:
+                idle.append(link)
+                self._wake.set()
+
+    async def _read_limits(self, link: Link) -> None:
+        """Read which of our kinds are limited now (after a claim that did not wait for it)."""
+        try:
+            limited = await self.db.limited_kinds(link) & set(self.kinds)
+        except BaseException as exc:
+            self._limits_read_at = -NEVER  # read them before the next claim instead
+            if not isinstance(exc, Exception):
+                raise
+            if isinstance(exc, psycopg.Error):
+                delay = link.failed(exc)
+            else:
+                log.exception("worker=%s event=limits_read_error", self.worker_id)
+                delay = 1.0
+            self._resume_at = max(self._resume_at, time.monotonic() + delay)
+            return
+        self.limited = limited
+        self._limited_due = 0.0  # a kind just found limited is claimed at the loop's next turn
 
     async def _still_ours(
         self, link: Link, rows: list[tuple[Any, ...]], t0: float
