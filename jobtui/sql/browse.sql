@@ -87,6 +87,12 @@ WHERE j.id = %(id)s
 -- name: browse_jobs_count
 SELECT count(*) FROM __schema__.jobs j WHERE __job_where__ AND __job_text__
 
+-- name: browse_jobs_count_capped
+-- At most `cap` + 1 rows are read: more than `cap` shows as "10k+" (jobtui.browse).
+SELECT count(*) FROM (
+  SELECT 1 FROM __schema__.jobs j WHERE __job_where__ AND __job_text__ LIMIT %(cap)s + 1
+) c
+
 -- name: browse_dead_page
 SELECT __dead_columns__
 FROM __schema__.dead_letters d
@@ -103,6 +109,12 @@ WHERE d.id = %(id)s
 
 -- name: browse_dead_count
 SELECT count(*) FROM __schema__.dead_letters d WHERE __dead_where__ AND __dead_text__
+
+-- name: browse_dead_count_capped
+SELECT count(*) FROM (
+  SELECT 1 FROM __schema__.dead_letters d WHERE __dead_where__ AND __dead_text__
+  LIMIT %(cap)s + 1
+) c
 
 -- name: browse_dead_groups
 SELECT d.kind, d.error_signature, count(*) AS count,
@@ -205,3 +217,8 @@ SELECT p.kind, p.paused_by, p.paused_at FROM __schema__.paused_kinds p ORDER BY 
 -- name: browse_no_jit
 -- Run first in each browse read's own transaction (jobtui.browse.fetch_dicts says why).
 SET LOCAL jit = off
+
+-- name: browse_statement_timeout
+-- The console's session limit on every statement (jobtui.tui.connection.Link), set once per
+-- connection when the session is its own (never behind a transaction pooler).
+SELECT set_config('statement_timeout', %(ms)s, false)
