@@ -28,25 +28,17 @@ CREATE TABLE IF NOT EXISTS __schema__.job_flow (
 );
 CREATE INDEX IF NOT EXISTS job_flow_minute ON __schema__.job_flow (minute);
 
--- A row's states. Plain SQL, no SET clause, so the planner inlines it into the trigger's query.
-CREATE OR REPLACE FUNCTION __schema__.jobtui_job_states(
-  run_at timestamptz, attempts int, max_attempts int, locked_at timestamptz,
-  finished_at timestamptz, cancelled_at timestamptz
-) RETURNS TABLE (state text, due timestamptz)
-LANGUAGE sql STABLE AS $fn$
-  SELECT v.state, v.due FROM (VALUES
-    (CASE WHEN finished_at IS NOT NULL AND cancelled_at IS NOT NULL THEN 'cancelled'
-          WHEN finished_at IS NOT NULL THEN 'succeeded'
-          WHEN locked_at IS NOT NULL THEN 'running'
-          WHEN attempts >= max_attempts THEN 'exhausted'
-          ELSE 'waiting' END,
-     CASE WHEN finished_at IS NULL AND locked_at IS NULL AND attempts < max_attempts
-          THEN date_trunc('minute', run_at, 'UTC') END),
-    (CASE WHEN finished_at IS NULL AND locked_at IS NULL AND attempts > 0
-               AND attempts < max_attempts THEN 'retrying' END, NULL::timestamptz),
-    (CASE WHEN finished_at IS NULL AND cancelled_at IS NOT NULL THEN 'cancel_open' END, NULL)
-  ) v(state, due)
-  WHERE v.state IS NOT NULL
+-- A row's state. Plain SQL, no SET clause, so the planner inlines it into the trigger's query.
+CREATE OR REPLACE FUNCTION __schema__.jobtui_job_state(
+  attempts int, max_attempts int, locked_at timestamptz, finished_at timestamptz,
+  cancelled_at timestamptz
+) RETURNS text
+LANGUAGE sql IMMUTABLE AS $fn$
+  SELECT CASE WHEN finished_at IS NOT NULL AND cancelled_at IS NOT NULL THEN 'cancelled'
+              WHEN finished_at IS NOT NULL THEN 'succeeded'
+              WHEN locked_at IS NOT NULL THEN 'running'
+              WHEN attempts >= max_attempts THEN 'exhausted'
+              ELSE 'waiting' END
 $fn$;
 
 -- Merges the delta rows into one per (kind, state, due) and one per (minute, kind); waiting
@@ -78,26 +70,11 @@ BEGIN
 END
 $fn$;
 
--- Applies one statement's delta rows (kind, state, due, n): to job_counts as they are, and the
--- net change of each kind's unfinished rows to job_flow (an INSERT arrives, a finish or a DELETE
--- departs; a claim or a retry moves a row between unfinished states and changes neither).
-CREATE OR REPLACE FUNCTION __schema__.jobtui_apply_job_deltas(
-  kinds text[], states text[], dues timestamptz[], ns bigint[]
-) RETURNS void
-LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
-  INSERT INTO __schema__.job_counts (kind, state, due, n)
-  SELECT * FROM unnest(kinds, states, dues, ns);
-  INSERT INTO __schema__.job_flow (minute, kind, arrived, departed)
-  SELECT date_trunc('minute', now(), 'UTC'), d.kind, greatest(sum(d.n), 0), greatest(-sum(d.n), 0)
-  FROM unnest(kinds, states, ns) d(kind, state, n)
-  WHERE d.state IN ('waiting', 'running', 'exhausted')
-  GROUP BY d.kind HAVING sum(d.n) <> 0;
-$fn$;
-
 -- One firing per statement (transition tables), never per row: the claim and the completion
--- of a batch each add a few small rows. `sign` is -1 for a statement's old rows, +1 for its
--- new ones. Now and then (1 firing in 64, in READ COMMITTED only: a fold under REPEATABLE READ
--- could meet a concurrent fold's deletes and fail the caller's statement) the rows are folded.
+-- of a batch each add a few small rows. The three branches differ only in their rows: `sign`
+-- is -1 for a statement's old rows, +1 for its new ones. Now and then (1 firing in 64, in READ
+-- COMMITTED only: a fold under REPEATABLE READ could meet a concurrent fold's deletes and fail
+-- the caller's statement) the rows are folded.
 CREATE OR REPLACE FUNCTION __schema__.jobtui_job_count() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -105,41 +82,90 @@ DECLARE
   s text[];
   d timestamptz[];
   n bigint[];
+  r bigint[];
+  c bigint[];
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
     DELETE FROM __schema__.job_counts;
     RETURN NULL;
   ELSIF TG_OP = 'INSERT' THEN
-    SELECT array_agg(x.kind), array_agg(x.state), array_agg(x.due), array_agg(x.n)
-    INTO k, s, d, n
-    FROM (SELECT r.kind, st.state, st.due, count(*) AS n
-          FROM new_rows r
-          CROSS JOIN LATERAL __schema__.jobtui_job_states(
-            r.run_at, r.attempts, r.max_attempts, r.locked_at, r.finished_at, r.cancelled_at) st
+    SELECT array_agg(x.kind), array_agg(x.state), array_agg(x.due), array_agg(x.n),
+           array_agg(x.retrying), array_agg(x.cancel_open)
+    INTO k, s, d, n, r, c
+    FROM (SELECT j.kind, j.state, j.due, count(*) AS n,
+                 count(*) FILTER (WHERE j.state = 'waiting' AND j.attempts > 0) AS retrying,
+                 count(*) FILTER (WHERE j.finished_at IS NULL AND j.cancelled_at IS NOT NULL)
+                   AS cancel_open
+          FROM (SELECT w.*, CASE WHEN w.state = 'waiting'
+                                 THEN date_trunc('minute', w.run_at, 'UTC') END AS due
+                FROM (SELECT w.kind, w.run_at, w.attempts, w.finished_at, w.cancelled_at,
+                             __schema__.jobtui_job_state(w.attempts, w.max_attempts,
+                               w.locked_at, w.finished_at, w.cancelled_at) AS state
+                      FROM new_rows w) w) j
           GROUP BY 1, 2, 3) x;
   ELSIF TG_OP = 'DELETE' THEN
-    SELECT array_agg(x.kind), array_agg(x.state), array_agg(x.due), array_agg(x.n)
-    INTO k, s, d, n
-    FROM (SELECT r.kind, st.state, st.due, -count(*) AS n
-          FROM old_rows r
-          CROSS JOIN LATERAL __schema__.jobtui_job_states(
-            r.run_at, r.attempts, r.max_attempts, r.locked_at, r.finished_at, r.cancelled_at) st
+    SELECT array_agg(x.kind), array_agg(x.state), array_agg(x.due), array_agg(-x.n),
+           array_agg(-x.retrying), array_agg(-x.cancel_open)
+    INTO k, s, d, n, r, c
+    FROM (SELECT j.kind, j.state, j.due, count(*) AS n,
+                 count(*) FILTER (WHERE j.state = 'waiting' AND j.attempts > 0) AS retrying,
+                 count(*) FILTER (WHERE j.finished_at IS NULL AND j.cancelled_at IS NOT NULL)
+                   AS cancel_open
+          FROM (SELECT o.*, CASE WHEN o.state = 'waiting'
+                                 THEN date_trunc('minute', o.run_at, 'UTC') END AS due
+                FROM (SELECT o.kind, o.run_at, o.attempts, o.finished_at, o.cancelled_at,
+                             __schema__.jobtui_job_state(o.attempts, o.max_attempts,
+                               o.locked_at, o.finished_at, o.cancelled_at) AS state
+                      FROM old_rows o) o) j
           GROUP BY 1, 2, 3) x;
   ELSE
-    SELECT array_agg(x.kind), array_agg(x.state), array_agg(x.due), array_agg(x.n)
-    INTO k, s, d, n
-    FROM (SELECT r.kind, st.state, st.due, sum(r.sign) AS n
-          FROM (SELECT -1 AS sign, o.kind, o.run_at, o.attempts, o.max_attempts, o.locked_at,
-                       o.finished_at, o.cancelled_at FROM old_rows o
-                UNION ALL
-                SELECT 1, w.kind, w.run_at, w.attempts, w.max_attempts, w.locked_at,
-                       w.finished_at, w.cancelled_at FROM new_rows w) r
-          CROSS JOIN LATERAL __schema__.jobtui_job_states(
-            r.run_at, r.attempts, r.max_attempts, r.locked_at, r.finished_at, r.cancelled_at) st
-          GROUP BY 1, 2, 3 HAVING sum(r.sign) <> 0) x;
+    SELECT array_agg(x.kind), array_agg(x.state), array_agg(x.due), array_agg(x.n),
+           array_agg(x.retrying), array_agg(x.cancel_open)
+    INTO k, s, d, n, r, c
+    FROM (SELECT j.kind, j.state, j.due, sum(j.sign) AS n,
+                 coalesce(sum(j.sign) FILTER (WHERE j.state = 'waiting' AND j.attempts > 0), 0)
+                   AS retrying,
+                 coalesce(sum(j.sign) FILTER (WHERE j.finished_at IS NULL
+                                                AND j.cancelled_at IS NOT NULL), 0)
+                   AS cancel_open
+          FROM (SELECT u.*, CASE WHEN u.state = 'waiting'
+                                 THEN date_trunc('minute', u.run_at, 'UTC') END AS due
+                FROM (SELECT -1 AS sign, o.kind, o.run_at, o.attempts, o.finished_at,
+                             o.cancelled_at,
+                             __schema__.jobtui_job_state(o.attempts, o.max_attempts,
+                               o.locked_at, o.finished_at, o.cancelled_at) AS state
+                      FROM old_rows o
+                      UNION ALL
+                      SELECT 1, w.kind, w.run_at, w.attempts, w.finished_at, w.cancelled_at,
+                             __schema__.jobtui_job_state(w.attempts, w.max_attempts,
+                               w.locked_at, w.finished_at, w.cancelled_at)
+                      FROM new_rows w) u) j
+          GROUP BY 1, 2, 3) x
+    WHERE x.n <> 0 OR x.retrying <> 0 OR x.cancel_open <> 0;
   END IF;
+  -- The changes, grouped by (kind, state, due) with the net number of rows (`n`) and of
+  -- retrying and cancel_open rows among them, go to job_counts; the net change of each kind's
+  -- unfinished rows goes to job_flow (an INSERT arrives, a finish or a DELETE departs; a claim
+  -- or a retry moves a row between unfinished states and changes neither).
   IF k IS NOT NULL THEN
-    PERFORM __schema__.jobtui_apply_job_deltas(k, s, d, n);
+    WITH g AS (
+      SELECT * FROM unnest(k, s, d, n, r, c) g(kind, state, due, n, retrying, cancel_open)
+    ), counts AS (
+      INSERT INTO __schema__.job_counts (kind, state, due, n)
+      SELECT g.kind, g.state, g.due, g.n FROM g WHERE g.n <> 0
+      UNION ALL
+      SELECT g.kind, 'retrying', NULL, sum(g.retrying) FROM g
+      GROUP BY g.kind HAVING sum(g.retrying) <> 0
+      UNION ALL
+      SELECT g.kind, 'cancel_open', NULL, sum(g.cancel_open) FROM g
+      GROUP BY g.kind HAVING sum(g.cancel_open) <> 0
+    )
+    INSERT INTO __schema__.job_flow (minute, kind, arrived, departed)
+    SELECT date_trunc('minute', now(), 'UTC'), g.kind, greatest(sum(g.n), 0),
+           greatest(-sum(g.n), 0)
+    FROM g
+    WHERE g.state IN ('waiting', 'running', 'exhausted')
+    GROUP BY g.kind HAVING sum(g.n) <> 0;
   END IF;
   IF random() < 1.0 / 64 AND current_setting('transaction_isolation') = 'read committed' THEN
     PERFORM __schema__.jobtui_fold_job_counts();
@@ -182,10 +208,20 @@ CREATE TRIGGER jobtui_job_count_trunc AFTER TRUNCATE ON __schema__.jobs
 -- The triggers hold jobs' lock from here to commit, so no row is missed or counted twice
 -- between this count and the first trigger firing. Flow starts empty: rates need history.
 DELETE FROM __schema__.job_counts;
+WITH j AS (
+  SELECT j.kind, j.run_at, j.attempts, j.finished_at, j.cancelled_at,
+         __schema__.jobtui_job_state(j.attempts, j.max_attempts, j.locked_at, j.finished_at,
+                                     j.cancelled_at) AS state
+  FROM __schema__.jobs j
+)
 INSERT INTO __schema__.job_counts (kind, state, due, n)
-SELECT j.kind, st.state, st.due, count(*)
-FROM __schema__.jobs j
-CROSS JOIN LATERAL __schema__.jobtui_job_states(
-  j.run_at, j.attempts, j.max_attempts, j.locked_at, j.finished_at, j.cancelled_at) st
-GROUP BY 1, 2, 3;
+SELECT j.kind, j.state, CASE WHEN j.state = 'waiting'
+                             THEN date_trunc('minute', j.run_at, 'UTC') END, count(*)
+FROM j GROUP BY 1, 2, 3
+UNION ALL
+SELECT j.kind, 'retrying', NULL, count(*) FROM j
+WHERE j.state = 'waiting' AND j.attempts > 0 GROUP BY 1
+UNION ALL
+SELECT j.kind, 'cancel_open', NULL, count(*) FROM j
+WHERE j.finished_at IS NULL AND j.cancelled_at IS NOT NULL GROUP BY 1;
 SELECT __schema__.jobtui_fold_job_counts();
