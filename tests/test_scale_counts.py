@@ -196,7 +196,7 @@ async def test_capped_counts_stop_at_the_cap_unless_the_counts_can_answer(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
     insert(conn, "mail", 30)
-    conn.execute("UPDATE jobs SET payload = '{\"to\": \"x@example.com\"}' WHERE id % 3 = 0")
+    conn.execute('UPDATE jobs SET payload = \'{"to": "x@example.com"}\' WHERE id % 3 = 0')
     # Answerable from the state counts: exact whatever the cap.
     got = await browse.count_jobs_capped(aconn, S, JobFilter(kind="mail"), cap=10)
     assert (got.n, got.capped, got.text) == (30, False, "30")
@@ -205,9 +205,7 @@ async def test_capped_counts_stop_at_the_cap_unless_the_counts_can_answer(
     assert (got.n, got.capped, got.text) == (7, True, "7+")
     got = await browse.count_jobs_capped(aconn, S, JobFilter(text="example"), cap=1000)
     assert (got.n, got.capped) == (10, False)
-    got = await browse.count_jobs_capped(
-        aconn, S, JobFilter(text="example"), cap=browse.COUNT_CAP
-    )
+    got = await browse.count_jobs_capped(aconn, S, JobFilter(text="example"), cap=browse.COUNT_CAP)
     assert got.text == "10"
     conn.execute(
         """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
