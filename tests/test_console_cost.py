@@ -70,6 +70,27 @@ async def test_behind_a_transaction_pooler_the_client_cancels_it(
         await link.close()
 
 
+async def sleep_in_batches(conn: psycopg.AsyncConnection, schema: str, n: int) -> int:
+    """An operator action's shape: many short statements, each in its own transaction."""
+    for _ in range(n):
+        async with conn.transaction():
+            await conn.execute("SELECT pg_sleep(0.2)")
+    return n
+
+
+async def test_an_action_of_many_short_statements_is_never_cut(tx_pooled_dsn: str) -> None:
+    # Behind a pooler (the client's bound is the only one), outside a refresh: 1 s in all,
+    # each statement well under the 0.4 s limit.
+    link = Link(tx_pooled_dsn, S, statement_timeout_s=0.4)
+    try:
+        assert await link.run(sleep_in_batches, 5) == 5
+        with pytest.raises(RefreshDropped):
+            async with link.refresh():
+                await link.run(sleep_in_batches, 5)
+    finally:
+        await link.close()
+
+
 async def test_last_db_ms_is_the_database_time_of_the_last_refresh(dsn: str) -> None:
     link = Link(dsn, S)
     try:

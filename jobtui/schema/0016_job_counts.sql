@@ -51,7 +51,7 @@ CREATE OR REPLACE FUNCTION __schema__.jobtui_fold_job_counts() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   IF NOT pg_try_advisory_xact_lock(hashtext('jobtui_fold_job_counts'),
-                                   hashtext('__schema__')) THEN
+                                   '__schema__.job_counts'::regclass::oid::int) THEN
     RETURN;
   END IF;
   WITH gone AS (DELETE FROM __schema__.job_counts c RETURNING c.*)

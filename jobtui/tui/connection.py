@@ -5,19 +5,23 @@ Every read and write of the console goes through `Link.run(fn, ...)`, where `fn`
 engine's functions (`browse`, `metrics`, `ops`, `export`) taking `(conn, schema, ...)`. A lock
 serialises operations so a refresh never interleaves with an action inside a transaction.
 
-The console watches its own cost (issue 12): every operation runs under a time limit
-(`statement_timeout_s`). Where the session is the console's own (no transaction pooler) the
-server enforces it too (`SET statement_timeout`); everywhere, an operation still running at
-the limit is cancelled in the server (psycopg cancels a query whose task is cancelled) and
-raises `RefreshDropped`, so a slow refresh is dropped and said so, never left running under
-the next. `last_db_ms` is the time the last refresh (`async with link.refresh():`) spent in
-the database, for the status line.
+The console watches its own cost (issue 12). Every statement runs under `statement_timeout_s`
+where the session is the console's own (`SET statement_timeout`; not behind a transaction
+pooler, where a session setting would stay on a server connection for other clients). Each
+read of a refresh (`async with link.refresh():` around a pane's reads) is also bounded on the
+client, so it holds behind a pooler too: a read still running at the limit is cancelled in the
+server (psycopg cancels the query of a cancelled task). Either way it raises `RefreshDropped`:
+the refresh is dropped and said so, never left running under the next. Operator actions and
+exports are not refreshes: only the per-statement limit applies to them, so a bulk action of
+many short batches is never cut in the middle. `last_db_ms` is the time the last refresh spent
+in the database (wall time of its reads), for the status line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -34,6 +38,9 @@ BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0)
 STATEMENT_TIMEOUT_S = 5.0
 
 T = TypeVar("T")
+
+# Set inside `Link.refresh()`: each read of this task (a refresh) is bounded on the client.
+_refreshing: contextvars.ContextVar[bool] = contextvars.ContextVar("refreshing", default=False)
 
 
 class LinkDown(Exception):
@@ -130,8 +137,9 @@ class Link:
         async with self._lock:
             conn = await self._ensure()
             started = time.perf_counter()
+            bound = self.statement_timeout_s if _refreshing.get() else None
             try:
-                async with asyncio.timeout(self.statement_timeout_s):
+                async with asyncio.timeout(bound):
                     result = await fn(conn, self.schema, *args, **kwargs)
             except (TimeoutError, psycopg.errors.QueryCanceled) as exc:
                 if isinstance(exc, psycopg.errors.QueryCanceled) and not _timed_out(exc):
@@ -154,9 +162,14 @@ class Link:
 
     @contextlib.asynccontextmanager
     async def refresh(self) -> AsyncIterator[None]:
-        """Brackets one refresh: on success `last_db_ms` is the time its operations took."""
+        """Brackets one refresh: each of its reads is bounded by `statement_timeout_s` on the
+        client too, and on success `last_db_ms` is the time they took."""
         before = self.db_ms
-        yield
+        token = _refreshing.set(True)
+        try:
+            yield
+        finally:
+            _refreshing.reset(token)
         self.last_db_ms = self.db_ms - before
 
     async def _drop(self) -> None:
