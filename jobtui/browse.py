@@ -301,7 +301,10 @@ async def dead_groups(
 ) -> list[DeadGroup]:
     """Dead letters grouped by (kind, error signature), biggest group first."""
     params = {**dead_filter_params(flt), "limit": _limit(limit)}
-    rows = await fetch_dicts(conn, statement(schema, "browse_dead_groups"), params)
+    # Without a filter that needs the rows, the groups come from migration 0016's counts.
+    rows_needed = any(params[p] is not None for p in ("unique_key", "error", "pattern"))
+    name = "browse_dead_groups" if rows_needed else "browse_dead_groups_counted"
+    rows = await fetch_dicts(conn, statement(schema, name), params)
     return [
         DeadGroup(
             kind=r["kind"],
@@ -380,8 +383,10 @@ async def _counted_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilt
 async def _counted_dead(conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter) -> int | None:
     """The count from migration 0015's per-kind counts, or None when the filter needs rows."""
     params = dead_filter_params(flt)
-    if any(params[p] is not None for p in ("unique_key", "signature", "error", "pattern")):
+    if any(params[p] is not None for p in ("unique_key", "error", "pattern")):
         return None
+    if params["signature"] is not None:
+        return sum(g.count for g in await dead_groups(conn, schema, flt, limit=MAX_LIMIT))
     rows = await fetch_dicts(conn, queries(schema).metrics_dead_by_kind, {})
     return sum(int(r["dead"]) for r in rows if params["kind"] in (None, r["kind"]))
 

@@ -238,3 +238,57 @@ def test_the_fold_merges_delta_rows_and_keeps_flow_of_the_window(
     conn.execute("SELECT jobtui_fold_job_counts()")
     flow = conn.execute("SELECT kind, sum(arrived), sum(departed) FROM job_flow GROUP BY 1")
     assert flow.fetchall() == [("mail", 50, 0)]
+
+
+async def test_dead_letter_groups_from_counts_equal_the_grouped_rows(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    def dead(kind: str, error: str, n: int, died: str = "now()") -> None:
+        conn.execute(
+            f"""INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
+                   run_at, last_error, reason, died_at)
+               SELECT nextval(pg_get_serial_sequence('jobs', 'id')), %s, '{{}}', 3, 3, now(),
+                      now(), %s || g, 'failed', {died} - g * interval '1 minute'
+               FROM generate_series(1, %s) g""",
+            (kind, error, n),
+        )
+
+    def grouped(flt: DeadFilter) -> list[tuple[Any, ...]]:
+        params = {**browse.dead_filter_params(flt), "limit": 500}
+        cur = conn.execute(browse.statement(S, "browse_dead_groups"), params)
+        return [tuple(r) for r in cur.fetchall()]
+
+    async def check_groups(flt: DeadFilter | None = None) -> list[tuple[Any, ...]]:
+        flt = flt or DeadFilter()
+        got = [
+            (g.kind, g.error_signature, g.count, g.first_seen, g.last_seen, g.sample_id)
+            for g in await browse.dead_groups(aconn, S, flt)
+        ]
+        assert got == grouped(flt)
+        return got
+
+    dead("mail", "Timeout after ", 30)
+    dead("mail", "KeyError: 'x' at ", 5, "now() - interval '1 day'")
+    dead("sms", "Timeout after ", 12)
+    groups = await check_groups()
+    assert [(g[0], g[2]) for g in groups] == [("mail", 30), ("sms", 12), ("mail", 5)]
+    # Deletes (the oldest of a group: its first seen moves), a requeue, a kind renamed.
+    conn.execute(
+        "DELETE FROM dead_letters WHERE id IN (SELECT id FROM dead_letters WHERE kind = 'mail'"
+        " ORDER BY died_at LIMIT 7)"
+    )
+    dead_ids = [r[0] for r in conn.execute("SELECT id FROM dead_letters WHERE kind = 'sms'")]
+    assert await ops.requeue_dead(aconn, S, dead_ids[:4], actor=Actor.current()) == 4
+    conn.execute("UPDATE dead_letters SET kind = 'sms.v2' WHERE kind = 'sms' AND id % 2 = 0")
+    await check_groups()
+    signature = groups[0][1]
+    await check_groups(DeadFilter(kind="mail"))
+    await check_groups(DeadFilter(signature=signature))
+    await check_groups(DeadFilter(error="timeout"))  # needs the rows: the grouping statement
+    exact = conn.execute(
+        "SELECT count(*) FROM dead_letters WHERE error_signature = %s", (signature,)
+    ).fetchone()
+    assert exact is not None
+    assert await browse.count_dead(aconn, S, DeadFilter(signature=signature)) == exact[0]
+    conn.execute("TRUNCATE dead_letters")
+    assert await check_groups() == []

@@ -61,6 +61,10 @@ BEGIN
   CROSS JOIN LATERAL (SELECT CASE WHEN g.due < date_trunc('minute', now(), 'UTC')
                                   THEN '-infinity'::timestamptz ELSE g.due END AS due) f
   GROUP BY g.kind, g.state, f.due HAVING sum(g.n) <> 0;
+  WITH gone AS (DELETE FROM __schema__.dead_group_counts c RETURNING c.*)
+  INSERT INTO __schema__.dead_group_counts (kind, error_signature, n)
+  SELECT g.kind, g.error_signature, sum(g.n) FROM gone g
+  GROUP BY g.kind, g.error_signature HAVING sum(g.n) <> 0;
   WITH gone AS (DELETE FROM __schema__.job_flow f RETURNING f.*)
   INSERT INTO __schema__.job_flow (minute, kind, arrived, departed)
   SELECT g.minute, g.kind, sum(g.arrived), sum(g.departed)
@@ -204,6 +208,69 @@ CREATE TRIGGER jobtui_job_count_upd AFTER UPDATE ON __schema__.jobs
   FOR EACH STATEMENT EXECUTE FUNCTION __schema__.jobtui_job_count();
 CREATE TRIGGER jobtui_job_count_trunc AFTER TRUNCATE ON __schema__.jobs
   FOR EACH STATEMENT EXECUTE FUNCTION __schema__.jobtui_job_count();
+
+-- The Dead letters tab's groups the same way: rows per (kind, error signature) kept as delta rows
+-- by statement triggers on dead_letters (grouping 100,000 dead letters read the whole table,
+-- 25-60 ms, benchmarks/scale.py), and each group's first and last death and newest id read by
+-- index probes (dead_letters_group_died below, dead_letters_group of 0002).
+CREATE TABLE IF NOT EXISTS __schema__.dead_group_counts (
+  kind            text   not null,
+  error_signature text   not null,
+  n               bigint not null
+);
+CREATE INDEX IF NOT EXISTS dead_letters_group_died
+  ON __schema__.dead_letters (kind, error_signature, died_at);
+
+CREATE OR REPLACE FUNCTION __schema__.jobtui_dead_group_count() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    DELETE FROM __schema__.dead_group_counts;
+    RETURN NULL;
+  ELSIF TG_OP = 'INSERT' THEN
+    INSERT INTO __schema__.dead_group_counts (kind, error_signature, n)
+    SELECT r.kind, r.error_signature, count(*) FROM new_rows r GROUP BY 1, 2;
+  ELSIF TG_OP = 'DELETE' THEN
+    INSERT INTO __schema__.dead_group_counts (kind, error_signature, n)
+    SELECT r.kind, r.error_signature, -count(*) FROM old_rows r GROUP BY 1, 2;
+  ELSE
+    INSERT INTO __schema__.dead_group_counts (kind, error_signature, n)
+    SELECT u.kind, u.error_signature, sum(u.n) FROM (
+      SELECT r.kind, r.error_signature, 1 AS n FROM new_rows r
+      UNION ALL
+      SELECT r.kind, r.error_signature, -1 FROM old_rows r
+    ) u GROUP BY 1, 2 HAVING sum(u.n) <> 0;
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION __schema__.jobtui_dead_group_counts()
+RETURNS TABLE (kind text, error_signature text, n bigint)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+  SELECT c.kind, c.error_signature, sum(c.n)::bigint FROM __schema__.dead_group_counts c
+  GROUP BY c.kind, c.error_signature HAVING sum(c.n) <> 0
+$fn$;
+
+DROP TRIGGER IF EXISTS jobtui_dead_group_ins ON __schema__.dead_letters;
+DROP TRIGGER IF EXISTS jobtui_dead_group_del ON __schema__.dead_letters;
+DROP TRIGGER IF EXISTS jobtui_dead_group_upd ON __schema__.dead_letters;
+DROP TRIGGER IF EXISTS jobtui_dead_group_trunc ON __schema__.dead_letters;
+CREATE TRIGGER jobtui_dead_group_ins AFTER INSERT ON __schema__.dead_letters
+  REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION __schema__.jobtui_dead_group_count();
+CREATE TRIGGER jobtui_dead_group_del AFTER DELETE ON __schema__.dead_letters
+  REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION __schema__.jobtui_dead_group_count();
+CREATE TRIGGER jobtui_dead_group_upd AFTER UPDATE ON __schema__.dead_letters
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION __schema__.jobtui_dead_group_count();
+CREATE TRIGGER jobtui_dead_group_trunc AFTER TRUNCATE ON __schema__.dead_letters
+  FOR EACH STATEMENT EXECUTE FUNCTION __schema__.jobtui_dead_group_count();
+
+DELETE FROM __schema__.dead_group_counts;
+INSERT INTO __schema__.dead_group_counts (kind, error_signature, n)
+SELECT d.kind, d.error_signature, count(*) FROM __schema__.dead_letters d GROUP BY 1, 2;
 
 -- The triggers hold jobs' lock from here to commit, so no row is missed or counted twice
 -- between this count and the first trigger firing. Flow starts empty: rates need history.

@@ -125,6 +125,29 @@ GROUP BY d.kind, d.error_signature
 ORDER BY count(*) DESC, max(d.died_at) DESC, d.kind, d.error_signature
 LIMIT %(limit)s
 
+-- name: browse_dead_groups_counted
+-- browse_dead_groups when no filter needs the rows (none, a kind, a signature): each group's
+-- size from migration 0016's per-group counts, its first and last death and newest id from
+-- one index probe each, so a few dozen index entries are read instead of every dead letter.
+SELECT g.kind, g.error_signature, g.n AS count, f.first_seen, l.last_seen, s.sample_id
+FROM __schema__.jobtui_dead_group_counts() g
+CROSS JOIN LATERAL (
+  SELECT d.died_at AS first_seen FROM __schema__.dead_letters d
+  WHERE d.kind = g.kind AND d.error_signature = g.error_signature
+  ORDER BY d.died_at LIMIT 1) f
+CROSS JOIN LATERAL (
+  SELECT d.died_at AS last_seen FROM __schema__.dead_letters d
+  WHERE d.kind = g.kind AND d.error_signature = g.error_signature
+  ORDER BY d.died_at DESC LIMIT 1) l
+CROSS JOIN LATERAL (
+  SELECT d.id AS sample_id FROM __schema__.dead_letters d
+  WHERE d.kind = g.kind AND d.error_signature = g.error_signature
+  ORDER BY d.id DESC LIMIT 1) s
+WHERE (%(kind)s::text IS NULL OR g.kind = %(kind)s::text)
+  AND (%(signature)s::text IS NULL OR g.error_signature = %(signature)s::text)
+ORDER BY g.n DESC, l.last_seen DESC, g.kind, g.error_signature
+LIMIT %(limit)s
+
 -- name: browse_kinds
 -- Distinct kinds by skipping through the indexes (one probe per kind), not by reading rows.
 WITH RECURSIVE pending AS (

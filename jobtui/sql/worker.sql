@@ -420,7 +420,8 @@ SELECT set_config('statement_timeout', %(statement_timeout)s, false),
 
 -- name: worker_fold_counts
 -- Merge the delta rows that migration 0016's triggers append to job_counts and job_flow (one
--- or two per statement that writes `jobs`), so the snapshot sums a few hundred rows.
+-- or two per statement that writes `jobs`) and dead_group_counts, so the snapshot and the Dead
+-- letters tab sum a few hundred rows.
 SELECT __schema__.jobtui_fold_job_counts()
 
 -- name: worker_vacuum_counts
@@ -428,4 +429,4 @@ SELECT __schema__.jobtui_fold_job_counts()
 -- autovacuum off the tables the snapshot reads would grow by ~100 bytes per write to `jobs`.
 -- Tiny tables, a millisecond or two; SKIP_LOCKED: another worker's VACUUM is enough. A role
 -- that does not own them gets a warning from PostgreSQL and autovacuum does the work.
-VACUUM (SKIP_LOCKED) __schema__.job_counts, __schema__.job_flow
+VACUUM (SKIP_LOCKED) __schema__.job_counts, __schema__.job_flow, __schema__.dead_group_counts
