@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from jobtui.models import (
     JOB_STATES,
     PENDING_STATES,
+    CappedCount,
     DeadFilter,
     DeadGroup,
     DeadLetterRow,
@@ -38,6 +39,8 @@ MAX_LIMIT = 10_000
 # below them. A page of a search may therefore hold fewer than `limit` rows and still have a
 # `next_before`; only `next_before is None` means the end.
 SEARCH_SCOPE = 20_000
+# A count shown on every refresh stops here ("10k+") unless the operator asks for it exactly.
+COUNT_CAP = 10_000
 _BIGINT_MAX = 2**63 - 1
 
 
@@ -298,7 +301,10 @@ async def dead_groups(
 ) -> list[DeadGroup]:
     """Dead letters grouped by (kind, error signature), biggest group first."""
     params = {**dead_filter_params(flt), "limit": _limit(limit)}
-    rows = await fetch_dicts(conn, statement(schema, "browse_dead_groups"), params)
+    # Without a filter that needs the rows, the groups come from migration 0016's counts.
+    rows_needed = any(params[p] is not None for p in ("unique_key", "error", "pattern"))
+    name = "browse_dead_groups" if rows_needed else "browse_dead_groups_counted"
+    rows = await fetch_dicts(conn, statement(schema, name), params)
     return [
         DeadGroup(
             kind=r["kind"],
@@ -314,14 +320,75 @@ async def dead_groups(
 
 async def count_dead(conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter) -> int:
     """How many dead letters match `flt` (exact)."""
+    counted = await _counted_dead(conn, schema, flt)
+    if counted is not None:
+        return counted
     n = await _scalar(conn, statement(schema, "browse_dead_count"), dead_filter_params(flt))
     return int(n or 0)
 
 
 async def count_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilter) -> int:
-    """How many jobs match `flt` (exact; with no filter this counts finished rows too)."""
+    """How many jobs match `flt` (exact; with no filter this counts finished rows too).
+
+    A filter of at most a kind and one state is read from the per-kind state counts that
+    migration 0016's triggers keep (a few hundred rows); any other filter counts the rows.
+    """
+    counted = await _counted_jobs(conn, schema, flt)
+    if counted is not None:
+        return counted
     n = await _scalar(conn, statement(schema, "browse_jobs_count"), job_filter_params(flt))
     return int(n or 0)
+
+
+async def count_jobs_capped(
+    conn: psycopg.AsyncConnection, schema: str, flt: JobFilter, *, cap: int = COUNT_CAP
+) -> CappedCount:
+    """How many jobs match `flt`, reading at most `cap` rows: for a count shown on every
+    refresh. Exact whatever the size when the state counts can answer (see count_jobs)."""
+    counted = await _counted_jobs(conn, schema, flt)
+    if counted is not None:
+        return CappedCount(counted, capped=False)
+    params = {**job_filter_params(flt), "cap": _limit(cap)}
+    n = int(await _scalar(conn, statement(schema, "browse_jobs_count_capped"), params) or 0)
+    return CappedCount(min(n, cap), capped=n > cap)
+
+
+async def count_dead_capped(
+    conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter, *, cap: int = COUNT_CAP
+) -> CappedCount:
+    """How many dead letters match `flt`, reading at most `cap` rows (see count_jobs_capped)."""
+    counted = await _counted_dead(conn, schema, flt)
+    if counted is not None:
+        return CappedCount(counted, capped=False)
+    params = {**dead_filter_params(flt), "cap": _limit(cap)}
+    n = int(await _scalar(conn, statement(schema, "browse_dead_count_capped"), params) or 0)
+    return CappedCount(min(n, cap), capped=n > cap)
+
+
+async def _counted_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilter) -> int | None:
+    """The count from the state counts, or None when the filter needs the rows themselves."""
+    params = job_filter_params(flt)  # validates
+    states = [s for s in JOB_STATES if params[f"s_{s}"]]
+    if params["pattern"] is not None or params["unique_key"] is not None or len(states) > 1:
+        return None
+    rows = await fetch_dicts(conn, queries(schema).metrics_state_counts, {})
+    picked = [r for r in rows if params["kind"] is None or r["kind"] == params["kind"]]
+    if states:
+        return sum(int(r[states[0]]) for r in picked)
+    # `retrying` rows are also ready or scheduled, `cancel_open` ones also unfinished.
+    parts = ("ready", "scheduled", "running", "exhausted", "succeeded", "cancelled")
+    return sum(sum(int(r[p]) for p in parts) - int(r["cancel_open"]) for r in picked)
+
+
+async def _counted_dead(conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter) -> int | None:
+    """The count from migration 0015's per-kind counts, or None when the filter needs rows."""
+    params = dead_filter_params(flt)
+    if any(params[p] is not None for p in ("unique_key", "error", "pattern")):
+        return None
+    if params["signature"] is not None:
+        return sum(g.count for g in await dead_groups(conn, schema, flt, limit=MAX_LIMIT))
+    rows = await fetch_dicts(conn, queries(schema).metrics_dead_by_kind, {})
+    return sum(int(r["dead"]) for r in rows if params["kind"] in (None, r["kind"]))
 
 
 async def kinds(conn: psycopg.AsyncConnection, schema: str) -> list[str]:

@@ -1,12 +1,13 @@
 """The Overview's snapshot: queue depth, oldest waiting job, per-kind figures, history, workers.
 
-Everything comes from a handful of indexed reads in one read-only transaction: unfinished jobs
-counted kind by kind with index-only scans (exact figures, no heap visits while the visibility
-map is set; with a stale map they visit the heap, see benchmarks/scale.py), dead letters from
-the per-kind counts that migration 0015's triggers keep (exact, whatever the map), and the
-per-minute `kind_stats` and `queue_samples` rows the bundled worker writes, so throughput and
-run-time percentiles never scan finished jobs (and survive their pruning) but count only what
-that worker finished.
+Everything comes from a handful of small reads in one read-only transaction: jobs by kind and
+state, their arrivals and departures per minute, and dead letters from the delta rows that
+migrations 0016 and 0015 keep by statement triggers (exact for every producer and consumer,
+whatever the visibility map: counting the rows themselves took 340-400 ms at 250,000 unfinished
+jobs with a stale map, benchmarks/scale.py); each kind's oldest ready job from one index probe;
+and the per-minute `kind_stats` and `queue_samples` rows the bundled worker writes, so
+run-time percentiles and failure rates never scan finished jobs (and survive their pruning) but
+count only what that worker finished.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class _KindAcc:
     done: int = 0
     failed: int = 0
     hist: list[int] = field(default_factory=list)
+    arrived: int = 0
+    departed: int = 0
 
 
 def _failure_rate(done: int, failed: int) -> float:
@@ -63,6 +66,22 @@ def rate_text(rate: int | None, period_s: int) -> str | None:
     if rate is None:
         return None
     return f"{rate}/{'m' if period_s == 60 else 's'}"
+
+
+def drain_estimate(
+    backlog: int, arrived_per_min: float, departed_per_min: float
+) -> tuple[float | None, bool]:
+    """(seconds until `backlog` is gone, not draining) at the window's rates.
+
+    backlog ÷ (departure rate − arrival rate); with no backlog there is nothing to drain, and
+    when arrivals keep up with departures it never drains: (None, True).
+    """
+    if backlog <= 0:
+        return None, False
+    net = departed_per_min - arrived_per_min
+    if net <= 0:
+        return None, True
+    return backlog / net * 60.0, False
 
 
 def _handles(worker_kinds: list[str], kind: str) -> bool:
@@ -92,8 +111,9 @@ async def snapshot(
     statements: list[tuple[str, dict[str, Any] | None]] = [
         (q.metrics_clock, None),
         (q.metrics_replica, None),
-        (q.metrics_pending_by_kind, None),
+        (q.metrics_state_counts, None),
         (q.metrics_dead_by_kind, None),
+        (q.metrics_flow, {"back": window - 1}),
         (q.metrics_kind_window, {"back": window - 1}),
         (q.metrics_minute_totals, {"back": history_n - 1}),
         (q.metrics_queue_samples, {"back": history_n - 1}),
@@ -111,11 +131,15 @@ async def snapshot(
         for sql, params in statements:
             await cur.execute(sql, params)
             results.append(await cur.fetchall())
+        waiting = [r["kind"] for r in results[2] if r["ready"] > 0]
+        await cur.execute(q.metrics_oldest_ready, {"kinds": waiting})
+        oldest = {r["kind"]: r["oldest_ready_age_s"] for r in await cur.fetchall()}
     (
         clock,
         replica_rows,
         pending,
         dead,
+        flow,
         kwindow,
         totals,
         samples,
@@ -130,14 +154,18 @@ async def snapshot(
 
     acc: dict[str, _KindAcc] = defaultdict(_KindAcc)
     for r in pending:
-        a = acc[r["kind"]]
-        a.counts.update(
-            {s: r[s] for s in ("ready", "scheduled", "running", "retrying", "exhausted")}
-        )
-        a.oldest = r["oldest_ready_age_s"]
+        unfinished = {s: r[s] for s in ("ready", "scheduled", "running", "retrying", "exhausted")}
+        if any(unfinished.values()):  # kinds with finished rows only are not listed
+            a = acc[r["kind"]]
+            a.counts.update(unfinished)
+            a.oldest = oldest.get(r["kind"])
     for r in dead:
         acc[r["kind"]].counts["dead"] = r["dead"]
 
+    for r in flow:
+        if r["kind"] in acc or r["arrived"] or r["departed"]:
+            acc[r["kind"]].arrived += int(r["arrived"])
+            acc[r["kind"]].departed += int(r["departed"])
     for r in kwindow:
         a = acc[r["kind"]]
         a.done += r["done"]
@@ -181,6 +209,8 @@ async def snapshot(
         KindFigures(
             kind=kind,
             **asdict(StateCounts(**a.counts)),
+            arrived_per_min=a.arrived / window,
+            **_drain(a, window),
             oldest_ready_age_s=a.oldest,
             done_per_min=a.done / window,
             failed_per_min=a.failed / window,
@@ -231,6 +261,13 @@ async def snapshot(
         paused=paused,
         replica=_replica(replica_rows[0]),
     )
+
+
+def _drain(a: _KindAcc, window: int) -> dict[str, Any]:
+    drain_s, not_draining = drain_estimate(
+        a.counts["ready"], a.arrived / window, a.departed / window
+    )
+    return {"drain_s": drain_s, "not_draining": not_draining}
 
 
 def _replica(row: dict[str, Any]) -> ReplicaInfo | None:

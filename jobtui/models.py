@@ -123,6 +123,21 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
+class CappedCount:
+    """A count that stops at `cap`, so showing it never scans millions of rows (issue 12):
+    `capped` says there are more than `n` (== cap) and `text` reads "10k+"."""
+
+    n: int
+    capped: bool
+
+    @property
+    def text(self) -> str:
+        if not self.capped:
+            return f"{self.n:,}"
+        return f"{self.n // 1000}k+" if self.n >= 1000 and self.n % 1000 == 0 else f"{self.n:,}+"
+
+
+@dataclass(frozen=True)
 class WorkerRow:
     id: str
     host: str

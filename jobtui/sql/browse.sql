@@ -87,6 +87,12 @@ WHERE j.id = %(id)s
 -- name: browse_jobs_count
 SELECT count(*) FROM __schema__.jobs j WHERE __job_where__ AND __job_text__
 
+-- name: browse_jobs_count_capped
+-- At most `cap` + 1 rows are read: more than `cap` shows as "10k+" (jobtui.browse).
+SELECT count(*) FROM (
+  SELECT 1 FROM __schema__.jobs j WHERE __job_where__ AND __job_text__ LIMIT %(cap)s + 1
+) c
+
 -- name: browse_dead_page
 SELECT __dead_columns__
 FROM __schema__.dead_letters d
@@ -104,6 +110,12 @@ WHERE d.id = %(id)s
 -- name: browse_dead_count
 SELECT count(*) FROM __schema__.dead_letters d WHERE __dead_where__ AND __dead_text__
 
+-- name: browse_dead_count_capped
+SELECT count(*) FROM (
+  SELECT 1 FROM __schema__.dead_letters d WHERE __dead_where__ AND __dead_text__
+  LIMIT %(cap)s + 1
+) c
+
 -- name: browse_dead_groups
 SELECT d.kind, d.error_signature, count(*) AS count,
        min(d.died_at) AS first_seen, max(d.died_at) AS last_seen, max(d.id) AS sample_id
@@ -111,6 +123,29 @@ FROM __schema__.dead_letters d
 WHERE __dead_where__ AND __dead_text__
 GROUP BY d.kind, d.error_signature
 ORDER BY count(*) DESC, max(d.died_at) DESC, d.kind, d.error_signature
+LIMIT %(limit)s
+
+-- name: browse_dead_groups_counted
+-- browse_dead_groups when no filter needs the rows (none, a kind, a signature): each group's
+-- size from migration 0016's per-group counts, its first and last death and newest id from
+-- one index probe each, so a few dozen index entries are read instead of every dead letter.
+SELECT g.kind, g.error_signature, g.n AS count, f.first_seen, l.last_seen, s.sample_id
+FROM __schema__.jobtui_dead_group_counts() g
+CROSS JOIN LATERAL (
+  SELECT d.died_at AS first_seen FROM __schema__.dead_letters d
+  WHERE d.kind = g.kind AND d.error_signature = g.error_signature
+  ORDER BY d.died_at LIMIT 1) f
+CROSS JOIN LATERAL (
+  SELECT d.died_at AS last_seen FROM __schema__.dead_letters d
+  WHERE d.kind = g.kind AND d.error_signature = g.error_signature
+  ORDER BY d.died_at DESC LIMIT 1) l
+CROSS JOIN LATERAL (
+  SELECT d.id AS sample_id FROM __schema__.dead_letters d
+  WHERE d.kind = g.kind AND d.error_signature = g.error_signature
+  ORDER BY d.id DESC LIMIT 1) s
+WHERE (%(kind)s::text IS NULL OR g.kind = %(kind)s::text)
+  AND (%(signature)s::text IS NULL OR g.error_signature = %(signature)s::text)
+ORDER BY g.n DESC, l.last_seen DESC, g.kind, g.error_signature
 LIMIT %(limit)s
 
 -- name: browse_kinds
@@ -205,3 +240,8 @@ SELECT p.kind, p.paused_by, p.paused_at FROM __schema__.paused_kinds p ORDER BY 
 -- name: browse_no_jit
 -- Run first in each browse read's own transaction (jobtui.browse.fetch_dicts says why).
 SET LOCAL jit = off
+
+-- name: browse_statement_timeout
+-- The console's session limit on every statement (jobtui.tui.connection.Link), set once per
+-- connection when the session is its own (never behind a transaction pooler).
+SELECT set_config('statement_timeout', %(ms)s, false)

@@ -30,44 +30,72 @@ SELECT pg_is_in_recovery() AS replica,
 -- name: metrics_clock
 SELECT now() AS now, date_trunc('minute', now()) AS minute
 
--- name: metrics_pending_by_kind
--- Unfinished rows only, per kind. `ready` and `scheduled` include retries (as the workers'
--- queue_samples do); `retrying` counts the retries among them. `exhausted` rows (unlocked,
--- attempts >= max_attempts: a consumer gave up on them and left them in `jobs`) can never run
--- and are counted apart, in no other state.
--- The distinct kinds come first by a loose index scan (one descent of jobs_pending_kind per
--- kind), then each kind's rows are counted by an index-only scan of its range of that index
--- (0013 makes it carry attempts, max_attempts and locked_at): no heap visit while the
--- visibility map is set, and no per-row grouping. `running` is count(locked_at) and
--- `scheduled` is what is left, one filtered count fewer per row.
-WITH RECURSIVE pk AS (
-  SELECT min(j.kind) AS kind FROM __schema__.jobs j WHERE j.finished_at IS NULL
-  UNION ALL
-  SELECT (SELECT min(j.kind) FROM __schema__.jobs j
-          WHERE j.finished_at IS NULL AND j.kind > pk.kind)
-  FROM pk WHERE pk.kind IS NOT NULL
-)
-SELECT pk.kind, c.ready, c.total - c.running - c.ready - c.exhausted AS scheduled,
-       c.retrying, c.running, c.exhausted,
-       -- The oldest runnable unlocked row is the oldest ready one when it is due.
-       CASE WHEN c.oldest_unlocked <= now()
-            THEN extract(epoch FROM now() - c.oldest_unlocked)::float8 END AS oldest_ready_age_s
-FROM pk
-CROSS JOIN LATERAL (
-  SELECT count(*) AS total,
-         count(j.locked_at) AS running,
-         count(*) FILTER (WHERE j.locked_at IS NULL AND j.run_at <= now()
-                            AND j.attempts < j.max_attempts) AS ready,
-         count(*) FILTER (WHERE j.locked_at IS NULL AND j.attempts > 0
-                            AND j.attempts < j.max_attempts) AS retrying,
-         count(*) FILTER (WHERE j.locked_at IS NULL
-                            AND j.attempts >= j.max_attempts) AS exhausted,
-         min(j.run_at) FILTER (WHERE j.locked_at IS NULL
-                                 AND j.attempts < j.max_attempts) AS oldest_unlocked
+-- name: metrics_state_counts
+-- Every kind's rows by state, from the delta rows migration 0016's triggers keep on `jobs`
+-- (exact for every writer, whatever the visibility map): a few hundred rows to sum instead of
+-- millions to count. `ready` and `scheduled` include retries (as the workers' queue_samples
+-- do); `retrying` counts the retries among them; `exhausted` rows (unlocked, attempts >=
+-- max_attempts: a consumer gave up on them) are in no other state. Waiting rows are kept by
+-- the minute they are due, so those of earlier minutes are ready; of the current minute's,
+-- those due later in it (`late`, an index range of at most a minute) are still scheduled.
+-- `cancelled` is every row with cancelled_at set, as the Jobs filter has it; `cancel_open` are
+-- those among them not finished yet (so also in an unfinished state).
+-- Shared by the snapshot and the Jobs tab's counts (jobtui.browse).
+WITH c AS (
+  SELECT * FROM __schema__.jobtui_job_counts()
+), late AS (
+  SELECT j.kind, count(*) AS n
   FROM __schema__.jobs j
-  WHERE j.finished_at IS NULL AND j.kind = pk.kind
-) c
-WHERE pk.kind IS NOT NULL
+  WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.attempts < j.max_attempts
+    AND j.run_at > now()
+    AND j.run_at < date_trunc('minute', now(), 'UTC') + interval '1 minute'
+  GROUP BY j.kind
+), k AS (
+  SELECT c.kind,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'waiting'
+                                     AND c.due <= date_trunc('minute', now(), 'UTC')), 0)
+           AS due_now,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'waiting'), 0) AS waiting,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'retrying'), 0) AS retrying,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'running'), 0) AS running,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'exhausted'), 0) AS exhausted,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'succeeded'), 0) AS succeeded,
+         coalesce(sum(c.n) FILTER (WHERE c.state IN ('cancelled', 'cancel_open')), 0)
+           AS cancelled,
+         coalesce(sum(c.n) FILTER (WHERE c.state = 'cancel_open'), 0) AS cancel_open
+  FROM c
+  GROUP BY c.kind
+)
+SELECT k.kind,
+       (k.due_now - coalesce(l.n, 0))::bigint AS ready,
+       (k.waiting - k.due_now + coalesce(l.n, 0))::bigint AS scheduled,
+       k.retrying::bigint AS retrying, k.running::bigint AS running,
+       k.exhausted::bigint AS exhausted, k.succeeded::bigint AS succeeded,
+       k.cancelled::bigint AS cancelled, k.cancel_open::bigint AS cancel_open
+FROM k LEFT JOIN late l ON l.kind = k.kind
+ORDER BY k.kind
+
+-- name: metrics_oldest_ready
+-- Each kind's oldest ready row: the first entry of its range of jobs_pending_kind (kind,
+-- run_at) that is unlocked and may still run (INCLUDE columns, so no heap visit for the test
+-- while the page is all-visible). Ahead of it are only running and exhausted rows.
+SELECT k.kind, extract(epoch FROM now() - o.run_at)::float8 AS oldest_ready_age_s
+FROM unnest(%(kinds)s::text[]) k(kind)
+CROSS JOIN LATERAL (
+  SELECT j.run_at FROM __schema__.jobs j
+  WHERE j.finished_at IS NULL AND j.kind = k.kind AND j.locked_at IS NULL
+    AND j.attempts < j.max_attempts AND j.run_at <= now()
+  ORDER BY j.run_at
+  LIMIT 1
+) o
+
+-- name: metrics_flow
+-- Rows of each kind that arrived (inserted unfinished) and departed (finished or deleted
+-- while unfinished), by any producer or consumer, over the rate window (the current minute
+-- and the `back` before it), from migration 0016's per-minute flow rows.
+SELECT f.kind, f.arrived, f.departed
+FROM __schema__.jobtui_job_flow(date_trunc('minute', now(), 'UTC')
+                                - %(back)s * interval '1 minute') f
 
 -- name: metrics_dead_by_kind
 -- Exact per-kind counts kept by migration 0015's triggers (one delta row per statement that

@@ -419,3 +419,16 @@ ANALYZE __schema__.jobs
 -- connection, a housekeeping statement behind a lock). Values are PostgreSQL durations.
 SELECT set_config('statement_timeout', %(statement_timeout)s, false),
        set_config('lock_timeout', %(lock_timeout)s, false)
+
+-- name: worker_fold_counts
+-- Merge the delta rows that migration 0016's triggers append to job_counts and job_flow (one
+-- or two per statement that writes `jobs`) and dead_group_counts, so the snapshot and the Dead
+-- letters tab sum a few hundred rows.
+SELECT __schema__.jobtui_fold_job_counts()
+
+-- name: worker_vacuum_counts
+-- Each fold deletes the rows it merged; without a VACUUM their space is never reused, so with
+-- autovacuum off the tables the snapshot reads would grow by ~100 bytes per write to `jobs`.
+-- Tiny tables, a millisecond or two; SKIP_LOCKED: another worker's VACUUM is enough. A role
+-- that does not own them gets a warning from PostgreSQL and autovacuum does the work.
+VACUUM (SKIP_LOCKED) __schema__.job_counts, __schema__.job_flow, __schema__.dead_group_counts

@@ -98,6 +98,7 @@ class Housekeeper:
                     "queue_sample", self.db.queue_sample(self.link), default=False, ok=True
                 ):
                     last_sample_minute = minute
+                await self._fold_counts()
             if now >= next_ticks:
                 next_ticks = now + TICKS_EVERY_S
                 await self._ticks()
@@ -130,6 +131,11 @@ class Housekeeper:
                 tick.tick.isoformat(),
                 tick.job_id,
             )
+
+    async def _fold_counts(self) -> None:
+        """Merge the count deltas, then VACUUM them away (autovacuum may be off)."""
+        if await self._chore("fold_counts", self.link.fetch(self.db.q.worker_fold_counts), ok=True):
+            await self._chore("vacuum_counts", self.link.fetch(self.db.q.worker_vacuum_counts))
 
     async def _slow_chores(self) -> None:
         db, link = self.db, self.link

@@ -1,0 +1,316 @@
+"""Issue 15 item 7: key press to drawn screen in the real console, at scale.
+
+Drives the console (`JobtuiApp.run_test()` + Pilot, 120x40) against benchmarks/scale.py's data
+set (2,000,000 finished, 200,000 ready, 50,000 scheduled, 100,000 dead letters, 20 kinds, a
+stale visibility map) and prints p50/p95 per key of the time from the key press to the new
+data on screen. Targets: every key ≤ 150 ms, a filter ≤ 300 ms.
+
+"Drawn" is measured, not assumed. A key goes in as a terminal's would (a Key event sent through
+the app's driver, without Pilot's waits for an idle CPU, which would be timed too). Each pane's
+`show` (the call that puts a poll's rows into its widgets) is wrapped to note when it ran, and
+so is the app's `_display`, which gets each compositor update (headless, it would drop it:
+here its terminal output is rendered to text, as a real terminal's would be, and discarded).
+A press is done at the first update rendered after the pane it leads to has shown data loaded
+after the press (for Jobs and Dead letters: a non-empty table; for Enter: the detail screen
+holding the row; for a filter: the Jobs pane, after the prompt has closed). Background
+refreshes are set to 300 s so only the key's own refresh is timed. "in link" is the wall time
+the key's refresh spent inside `Link.run` (its `db_ms`): the database's time plus any wait for
+the event loop, which the console's drawing shares, so it is an upper bound of the database's
+part (benchmarks/scale.py times the same reads alone).
+
+    .venv/bin/python benchmarks/console_scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
+    PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/console_scale.py   # "before"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import conninfo, sql
+
+if __package__ in (None, ""):
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
+
+from benchmarks.scale import KINDS, copy_of, ensure_template, stale
+
+SIZE = (120, 40)
+TABS = {
+    "1": "overview",
+    "2": "jobs",
+    "3": "dead",
+    "4": "workers",
+    "5": "schedules",
+    "6": "database",
+}
+FILTERS = {
+    "filter kind:kind03.work": f"kind:{KINDS[3]}",
+    "filter state:ready kind:kind07.work": f"state:ready kind:{KINDS[7]}",
+    "filter payload text cust-4242": "cust-4242",
+}
+TIMEOUT_S = 30.0
+# A tab key that has not led to its tab's data after this long is counted as lost (seen with
+# quick successive tab switches on a loaded machine: the tab stays on the previous one), and
+# sent again, untimed, before the run goes on.
+LOST_AFTER_S = 5.0
+
+
+CHARS = {"enter": "\r", "slash": "/", "escape": "\x1b", "down": None, "up": None}
+
+
+class Shown:
+    """When each pane last put freshly loaded data on screen (its `show` wrapped), and when
+    the compositor last produced an update for the terminal (`_display` wrapped)."""
+
+    def __init__(self, app: Any) -> None:
+        from textual._compositor import CompositorUpdate
+
+        self.at: dict[str, float] = {}
+        self.show_ms: dict[str, float] = {}  # how long the last `show` of each pane took
+        self.drawn = 0.0
+        for name in TABS.values():
+            pane = app.query_one(f"#{name}-pane")
+            pane.show = self._wrap(name, pane.show)
+        display = app._display
+
+        def displayed(screen: Any, renderable: Any) -> None:
+            display(screen, renderable)
+            if isinstance(renderable, CompositorUpdate):
+                renderable.render_segments(app.console)  # what a terminal would be sent
+                self.drawn = time.perf_counter()
+
+        app._display = displayed
+
+    def _wrap(self, name: str, show: Callable[[Any], None]) -> Callable[[Any], None]:
+        def wrapped(data: Any) -> None:
+            t0 = time.perf_counter()
+            show(data)
+            self.at[name] = time.perf_counter()
+            self.show_ms[name] = (self.at[name] - t0) * 1000
+
+        return wrapped
+
+
+def key(app: Any, name: str) -> Callable[[], Awaitable[None]]:
+    """Sending `name` as the terminal driver would (what Pilot.press does, minus its waits)."""
+    from textual import events
+
+    async def send() -> None:
+        event = events.Key(name, CHARS.get(name, name))
+        event.set_sender(app)
+        app._driver.send_message(event)
+
+    return send
+
+
+class Lost(Exception):
+    """A key that did not lead where it should within LOST_AFTER_S."""
+
+
+async def until(
+    cond: Callable[[], bool], what: str, app: Any = None, timeout: float = TIMEOUT_S
+) -> None:
+    deadline = time.perf_counter() + timeout
+    while not cond():
+        if time.perf_counter() > deadline:
+            if timeout < TIMEOUT_S:
+                raise Lost(what)
+            notes = [n.message for n in app._notifications] if app is not None else []
+            state = f"; tab {app.active_tab}, notices {notes}" if app is not None else ""
+            raise SystemExit(f"console_scale: {what} not reached in {timeout:.0f} s{state}")
+        await asyncio.sleep(0.001)
+
+
+Timing = tuple[float, float | None]  # (key → drawn ms, of which in the database ms)
+
+
+async def timed(
+    pilot: Any,
+    shown: Shown,
+    act: Callable[[], Awaitable[Any]],
+    done: Callable[[float], bool],
+    what: str,
+) -> Timing:
+    """Milliseconds from `act` (a key sent) to the first screen update drawn after `done(t0)`
+    holds (`done` is given the press time), and how many of them the console's link spent in
+    the database (None on a version whose Link does not count it)."""
+    await pilot.pause()  # settle: nothing of the previous step is still on its way
+    link = pilot.app.link
+    db0 = getattr(link, "db_ms", None)
+    t0 = time.perf_counter()
+    await act()
+    ready_at: list[float] = []
+
+    def drawn() -> bool:
+        if not ready_at and done(t0):
+            ready_at.append(time.perf_counter())
+        return bool(ready_at) and shown.drawn > ready_at[0]
+
+    await until(drawn, what, pilot.app, timeout=LOST_AFTER_S)
+    db = None if db0 is None else link.db_ms - db0
+    return (shown.drawn - t0) * 1000, db
+
+
+def rows_of(app: Any, selector: str) -> int:
+    return int(app.query_one(selector).row_count)
+
+
+async def drive(dsn: str, rounds: int, lost: list[str]) -> dict[str, list[Timing]]:
+    from jobtui.console_config import ConsoleConfig
+    from jobtui.tui.app import JobtuiApp
+    from jobtui.tui.screens.detail import DetailScreen
+    from jobtui.tui.screens.filter_prompt import FilterScreen
+
+    out: dict[str, list[Timing]] = {}
+    app = JobtuiApp(dsn, "public", config=ConsoleConfig(refresh_s=300.0))
+    async with app.run_test(size=SIZE) as pilot:
+        shown = Shown(app)
+        await until(lambda: "overview" in shown.at, "first Overview")
+
+        def tab_done(name: str) -> Callable[[float], bool]:
+            tables = {"jobs": "#jobs-table", "dead": "#dead-rows"}
+
+            def done(t0: float) -> bool:
+                if shown.at.get(name, 0.0) <= t0 or app.active_tab != name:
+                    return False
+                return name not in tables or rows_of(app, tables[name]) > 0
+
+            return done
+
+        def record(label: str, ms: Timing) -> None:
+            out.setdefault(label, []).append(ms)
+
+        for _ in range(rounds):
+            for digit, name in [*TABS.items(), ("1", "overview")]:
+                if app.active_tab == name:
+                    continue
+                try:
+                    ms = await timed(pilot, shown, key(app, digit), tab_done(name), name)
+                except Lost:
+                    lost.append(f"key {digit} ({name})")
+                    await pilot.press(digit)
+                    await until(lambda n=name: app.active_tab == n, f"tab {name} again", app)
+                    continue
+                record(f"key {digit} ({name})", ms)
+
+            # Enter on a row of Jobs: the detail screen with the row read.
+            await timed(pilot, shown, key(app, "2"), tab_done("jobs"), "jobs")
+            ms = await timed(
+                pilot,
+                shown,
+                key(app, "enter"),
+                lambda t0: isinstance(app.screen, DetailScreen) and app.screen.row is not None,
+                "job detail",
+            )
+            record("enter (job detail)", ms)
+            await pilot.press("escape")
+            await until(lambda: not isinstance(app.screen, DetailScreen), "back")
+
+            # Filters on Jobs, typed into the filter prompt; timed from the Enter.
+            for label, text in FILTERS.items():
+                await pilot.press("slash")
+                await until(lambda: isinstance(app.screen, FilterScreen), "filter prompt")
+                app.screen.query_one("Input").value = text
+                ms = await timed(
+                    pilot,
+                    shown,
+                    key(app, "enter"),
+                    lambda t0: (
+                        shown.at.get("jobs", 0.0) > t0 and not isinstance(app.screen, FilterScreen)
+                    ),
+                    label,
+                )
+                record(label, ms)
+            await pilot.press("slash")
+            await until(lambda: isinstance(app.screen, FilterScreen), "filter prompt")
+            app.screen.query_one("Input").value = ""
+            await timed(pilot, shown, key(app, "enter"), tab_done("jobs"), "no filter")
+
+            # Dead letters: the cursor onto the next group reloads its rows; Enter on a row.
+            await timed(pilot, shown, key(app, "3"), tab_done("dead"), "dead")
+            app.query_one("#dead-groups").focus()
+            await pilot.pause()
+            ms = await timed(pilot, shown, key(app, "down"), tab_done("dead"), "dead group")
+            record("down (dead: next group)", ms)
+            app.query_one("#dead-rows").focus()
+            await pilot.pause()
+            ms = await timed(
+                pilot,
+                shown,
+                key(app, "enter"),
+                lambda t0: isinstance(app.screen, DetailScreen) and app.screen.row is not None,
+                "dead detail",
+            )
+            record("enter (dead letter detail)", ms)
+            await pilot.press("escape")
+            await until(lambda: not isinstance(app.screen, DetailScreen), "back")
+            app.query_one("#dead-groups").focus()
+            await pilot.press("up")  # back to "all" for the next round
+            await timed(pilot, shown, key(app, "1"), tab_done("overview"), "overview")
+    return out
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
+    ap.add_argument("--rounds", type=int, default=10, help="presses of each key (default 10)")
+    ap.add_argument("--rebuild", action="store_true", help="build the data set again")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        sys.exit("console_scale: --rounds must be at least 1")
+    import jobtui
+
+    print(f"jobtui from {Path(jobtui.__file__).parent}", flush=True)
+    try:
+        template = ensure_template(args.dsn, args.rebuild)
+    except psycopg.Error as exc:
+        sys.exit(f"console_scale: cannot build the data set: {exc}")
+    db = copy_of(args.dsn, template)
+    try:
+        dsn = conninfo.make_conninfo(args.dsn, dbname=db)
+        stale(dsn)
+        print(f"data set ready ({db}); {args.rounds} rounds at {SIZE[0]}x{SIZE[1]}", flush=True)
+        lost: list[str] = []
+        results = asyncio.run(drive(dsn, args.rounds, lost))
+        print(
+            f"\n{'key → drawn':38} {'p50 ms':>7} {'p95 ms':>7} {'target':>7}"
+            f" {'in link p50':>11} {'p95':>6}  n"
+        )
+        for label, timings in results.items():
+            target = 300 if label.startswith("filter") else 150
+            total = [t for t, _ in timings]
+            spent = [d for _, d in timings if d is not None]
+            in_db = (
+                f"{statistics.median(spent):11.1f} {p95(spent):6.1f}"
+                if spent
+                else f"{'n/a':>11} {'':6}"
+            )
+            print(
+                f"{label:38} {statistics.median(total):7.1f} {p95(total):7.1f}"
+                f" {'≤' + str(target):>7} {in_db}  {len(total)}"
+            )
+        if lost:
+            print(f"keys lost (sent again, not timed): {', '.join(lost)}")
+        print(f"load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    finally:
+        with psycopg.connect(args.dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db))
+            )
+
+
+if __name__ == "__main__":
+    main()

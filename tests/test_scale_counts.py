@@ -1,0 +1,294 @@
+"""Migration 0016's per-kind state counts stay exact for every writer of `jobs`.
+
+Each step writes `jobs` as some producer or consumer would (the article's classic SQL, the
+bundled worker, operator actions, TRUNCATE) and then compares the counts the snapshot and the
+Jobs tab read (`metrics_state_counts`, `browse.count_jobs`) with the rows counted one by one.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from apps.helpers import running_worker, wait_until
+
+from jobtui import browse, enqueue, metrics, ops
+from jobtui.models import JOB_STATES, DeadFilter, JobFilter
+from jobtui.ops import Actor
+from jobtui.registry import Registry
+from jobtui.sql import queries
+
+S = "public"
+STATES = ("ready", "scheduled", "retrying", "running", "exhausted", "succeeded", "cancelled")
+
+# The states as browse's filter defines them, counted row by row: the ground truth.
+TRUTH = """
+SELECT j.kind,
+  count(*) FILTER (WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.run_at <= now()
+                     AND j.attempts < j.max_attempts) AS ready,
+  count(*) FILTER (WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.run_at > now()
+                     AND j.attempts < j.max_attempts) AS scheduled,
+  count(*) FILTER (WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.attempts > 0
+                     AND j.attempts < j.max_attempts) AS retrying,
+  count(*) FILTER (WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL) AS running,
+  count(*) FILTER (WHERE j.finished_at IS NULL AND j.locked_at IS NULL
+                     AND j.attempts >= j.max_attempts) AS exhausted,
+  count(*) FILTER (WHERE j.finished_at IS NOT NULL AND j.cancelled_at IS NULL) AS succeeded,
+  count(*) FILTER (WHERE j.cancelled_at IS NOT NULL) AS cancelled
+FROM jobs j GROUP BY j.kind ORDER BY j.kind
+"""
+
+
+def truth(conn: psycopg.Connection) -> dict[str, dict[str, int]]:
+    rows = conn.execute(TRUTH).fetchall()
+    return {r[0]: dict(zip(STATES, map(int, r[1:]), strict=True)) for r in rows}
+
+
+def counted(conn: psycopg.Connection) -> dict[str, dict[str, int]]:
+    cur = conn.execute(queries(S).metrics_state_counts)
+    names = [c.name for c in cur.description or []]
+    out = {}
+    for row in cur.fetchall():
+        r = dict(zip(names, row, strict=True))
+        figures = {s: int(r[s]) for s in STATES}
+        if any(figures.values()):
+            out[r["kind"]] = figures
+    return out
+
+
+def check(conn: psycopg.Connection) -> dict[str, dict[str, int]]:
+    """The trigger-kept counts equal the row counts, before and after a fold."""
+    want = truth(conn)
+    want = {k: v for k, v in want.items() if any(v.values())}
+    assert counted(conn) == want
+    conn.execute("SELECT jobtui_fold_job_counts()")
+    assert counted(conn) == want
+    return want
+
+
+def insert(conn: psycopg.Connection, kind: str, n: int, run_at: str = "now()") -> None:
+    """The article's producer: a plain INSERT, defaults for everything else."""
+    conn.execute(
+        f"INSERT INTO jobs (kind, payload, run_at) SELECT %s, '{{}}', {run_at} "
+        "FROM generate_series(1, %s)",
+        (kind, n),
+    )
+
+
+def test_classic_producers_and_consumers_are_counted_exactly(conn: psycopg.Connection) -> None:
+    assert check(conn) == {}
+    insert(conn, "mail", 30)
+    insert(conn, "sms", 5, "now() + interval '1 hour'")
+    # Due later in the current minute: scheduled now, ready within the minute.
+    insert(conn, "sms", 2, "now() + interval '2 seconds'")
+    insert(conn, "sms", 3, "now() - interval '3 hours'")
+    got = check(conn)
+    assert got["mail"]["ready"] == 30 and got["sms"]["scheduled"] == 7
+
+    # The article's consumer: claim one at a time, finish, fail with a retry, give up.
+    claim = (
+        "UPDATE jobs SET locked_at = now(), attempts = attempts + 1 WHERE id = ("
+        " SELECT id FROM jobs WHERE finished_at IS NULL AND locked_at IS NULL"
+        " AND run_at <= now() AND kind = %s ORDER BY run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
+        " RETURNING id"
+    )
+    ids = [conn.execute(claim, ("mail",)).fetchone()[0] for _ in range(12)]  # type: ignore[index]
+    check(conn)
+    conn.execute("UPDATE jobs SET finished_at = now() WHERE id = ANY(%s)", (ids[:4],))
+    conn.execute(
+        "UPDATE jobs SET locked_at = NULL, last_error = 'boom', run_at = now() + interval '5 s'"
+        " WHERE id = ANY(%s)",
+        (ids[4:8],),
+    )
+    conn.execute(
+        "UPDATE jobs SET locked_at = NULL, attempts = max_attempts WHERE id = ANY(%s)", (ids[8:10],)
+    )
+    got = check(conn)
+    assert got["mail"]["running"] == 2 and got["mail"]["exhausted"] == 2
+    assert got["mail"]["retrying"] == 4 and got["mail"]["succeeded"] == 4
+
+    # A consumer that deletes what it did, one that renames kinds, a cancel left unfinished.
+    conn.execute("DELETE FROM jobs WHERE id = ANY(%s)", (ids[10:],))
+    conn.execute("UPDATE jobs SET kind = 'mail.v2' WHERE kind = 'sms' AND run_at < now()")
+    conn.execute(
+        "UPDATE jobs SET cancelled_at = now() WHERE id IN "
+        "(SELECT id FROM jobs WHERE kind = 'mail' AND finished_at IS NULL LIMIT 3)"
+    )
+    conn.execute(
+        "UPDATE jobs SET finished_at = now(), cancelled_at = now() WHERE id IN "
+        "(SELECT id FROM jobs WHERE kind = 'mail' AND cancelled_at IS NULL"
+        " AND finished_at IS NULL LIMIT 2)"
+    )
+    got = check(conn)
+    assert got["mail"]["cancelled"] == 5 and got["mail.v2"]["ready"] == 3
+
+    # Many rows in one statement, in one transaction with other writes, rolled back or not.
+    with conn.transaction():
+        insert(conn, "bulk", 5000)
+        conn.execute("UPDATE jobs SET attempts = 1 WHERE kind = 'bulk' AND id % 2 = 0")
+    with pytest.raises(psycopg.errors.DivisionByZero), conn.transaction():
+        insert(conn, "bulk", 100)
+        conn.execute("SELECT 1 / 0")
+    got = check(conn)
+    assert got["bulk"]["ready"] == 5000 and got["bulk"]["retrying"] == 2500
+
+    conn.execute("TRUNCATE jobs CASCADE")
+    assert check(conn) == {}
+    insert(conn, "after", 2)
+    assert check(conn) == {"after": dict.fromkeys(STATES, 0) | {"ready": 2}}
+
+
+async def test_bundled_worker_and_operator_actions_keep_counts_exact(
+    dsn: str, aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    reg = Registry()
+
+    @reg.handler("ok")
+    async def ok(payload: Any) -> None:
+        return None
+
+    @reg.handler("bad", max_attempts=1)
+    async def bad(payload: Any) -> None:
+        raise RuntimeError("no")
+
+    for i in range(40):
+        await enqueue(aconn, "ok", {"i": i})
+    for i in range(6):
+        await enqueue(aconn, "bad", {"i": i})
+    later = await enqueue(aconn, "ok", {"later": True}, delay=timedelta(hours=1))
+    async with running_worker(dsn, reg):
+
+        async def drained() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM jobs WHERE finished_at IS NULL AND run_at <= now()"
+            ).fetchone()
+            dead = conn.execute("SELECT count(*) FROM dead_letters").fetchone()
+            return row is not None and row[0] == 0 and dead is not None and dead[0] == 6
+
+        await wait_until(drained, what="ok jobs done and bad ones dead")
+    got = check(conn)
+    assert got["ok"]["succeeded"] == 40 and got["ok"]["scheduled"] == 1
+    assert "bad" not in got  # dead letters left `jobs`
+
+    dead_ids = [r[0] for r in conn.execute("SELECT id FROM dead_letters").fetchall()]
+    assert await ops.requeue_dead(aconn, S, dead_ids[:4], actor=Actor.current()) == 4
+    assert await ops.run_now(aconn, S, [later], actor=Actor.current()) == 1
+    got = check(conn)
+    assert got["bad"]["ready"] == 4 and got["ok"]["ready"] == 1
+
+    # The Jobs tab's counts read the same figures, and agree with the row-by-row count.
+    for kind in (None, "ok", "bad"):
+        for state in (None, *JOB_STATES):
+            flt = JobFilter(states=(state,) if state else (), kind=kind)
+            exact = conn.execute(
+                browse.statement(S, "browse_jobs_count"), browse.job_filter_params(flt)
+            ).fetchone()
+            assert exact is not None
+            assert await browse.count_jobs(aconn, S, flt) == exact[0], (kind, state)
+    assert await browse.count_dead(aconn, S, DeadFilter()) == 2
+    snap = await metrics.snapshot(aconn, S)
+    assert snap.totals.ready == 5 and snap.totals.dead == 2
+
+
+async def test_capped_counts_stop_at_the_cap_unless_the_counts_can_answer(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    insert(conn, "mail", 30)
+    conn.execute('UPDATE jobs SET payload = \'{"to": "x@example.com"}\' WHERE id % 3 = 0')
+    # Answerable from the state counts: exact whatever the cap.
+    got = await browse.count_jobs_capped(aconn, S, JobFilter(kind="mail"), cap=10)
+    assert (got.n, got.capped, got.text) == (30, False, "30")
+    # A text search must read rows: it stops after the cap.
+    got = await browse.count_jobs_capped(aconn, S, JobFilter(text="example"), cap=7)
+    assert (got.n, got.capped, got.text) == (7, True, "7+")
+    got = await browse.count_jobs_capped(aconn, S, JobFilter(text="example"), cap=1000)
+    assert (got.n, got.capped) == (10, False)
+    got = await browse.count_jobs_capped(aconn, S, JobFilter(text="example"), cap=browse.COUNT_CAP)
+    assert got.text == "10"
+    conn.execute(
+        """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
+               run_at, last_error, reason)
+           SELECT -g, 'mail', '{}', 3, 3, now(), now(), 'E: x', 'failed'
+           FROM generate_series(1, 2500) g"""
+    )
+    got = await browse.count_dead_capped(aconn, S, DeadFilter(error="E:"), cap=2000)
+    assert (got.n, got.capped, got.text) == (2000, True, "2k+")
+    got = await browse.count_dead_capped(aconn, S, DeadFilter(kind="mail"), cap=2000)
+    assert (got.n, got.capped) == (2500, False)
+
+
+def test_the_fold_merges_delta_rows_and_keeps_flow_of_the_window(
+    conn: psycopg.Connection,
+) -> None:
+    with conn.transaction():  # the trigger never folds under REPEATABLE READ
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        for _ in range(50):
+            insert(conn, "mail", 1)
+    before = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    conn.execute("SELECT jobtui_fold_job_counts()")
+    after = conn.execute("SELECT count(*), sum(n) FROM job_counts").fetchone()
+    assert before is not None and after is not None
+    assert before[0] == 50 and after == (1, 50)  # one waiting row, due now or earlier
+    conn.execute(
+        "INSERT INTO job_flow (minute, kind, arrived, departed) VALUES"
+        " (date_trunc('minute', now(), 'UTC') - interval '8 days', 'mail', 7, 7)"
+    )
+    conn.execute("SELECT jobtui_fold_job_counts()")
+    flow = conn.execute("SELECT kind, sum(arrived), sum(departed) FROM job_flow GROUP BY 1")
+    assert flow.fetchall() == [("mail", 50, 0)]
+
+
+async def test_dead_letter_groups_from_counts_equal_the_grouped_rows(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    def dead(kind: str, error: str, n: int, died: str = "now()") -> None:
+        conn.execute(
+            f"""INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
+                   run_at, last_error, reason, died_at)
+               SELECT nextval(pg_get_serial_sequence('jobs', 'id')), %s, '{{}}', 3, 3, now(),
+                      now(), %s || g, 'failed', {died} - g * interval '1 minute'
+               FROM generate_series(1, %s) g""",
+            (kind, error, n),
+        )
+
+    def grouped(flt: DeadFilter) -> list[tuple[Any, ...]]:
+        params = {**browse.dead_filter_params(flt), "limit": 500}
+        cur = conn.execute(browse.statement(S, "browse_dead_groups"), params)
+        return [tuple(r) for r in cur.fetchall()]
+
+    async def check_groups(flt: DeadFilter | None = None) -> list[tuple[Any, ...]]:
+        flt = flt or DeadFilter()
+        got = [
+            (g.kind, g.error_signature, g.count, g.first_seen, g.last_seen, g.sample_id)
+            for g in await browse.dead_groups(aconn, S, flt)
+        ]
+        assert got == grouped(flt)
+        return got
+
+    dead("mail", "Timeout after ", 30)
+    dead("mail", "KeyError: 'x' at ", 5, "now() - interval '1 day'")
+    dead("sms", "Timeout after ", 12)
+    groups = await check_groups()
+    assert [(g[0], g[2]) for g in groups] == [("mail", 30), ("sms", 12), ("mail", 5)]
+    # Deletes (the oldest of a group: its first seen moves), a requeue, a kind renamed.
+    conn.execute(
+        "DELETE FROM dead_letters WHERE id IN (SELECT id FROM dead_letters WHERE kind = 'mail'"
+        " ORDER BY died_at LIMIT 7)"
+    )
+    dead_ids = [r[0] for r in conn.execute("SELECT id FROM dead_letters WHERE kind = 'sms'")]
+    assert await ops.requeue_dead(aconn, S, dead_ids[:4], actor=Actor.current()) == 4
+    conn.execute("UPDATE dead_letters SET kind = 'sms.v2' WHERE kind = 'sms' AND id % 2 = 0")
+    await check_groups()
+    signature = groups[0][1]
+    await check_groups(DeadFilter(kind="mail"))
+    await check_groups(DeadFilter(signature=signature))
+    await check_groups(DeadFilter(error="timeout"))  # needs the rows: the grouping statement
+    exact = conn.execute(
+        "SELECT count(*) FROM dead_letters WHERE error_signature = %s", (signature,)
+    ).fetchone()
+    assert exact is not None
+    assert await browse.count_dead(aconn, S, DeadFilter(signature=signature)) == exact[0]
+    conn.execute("TRUNCATE dead_letters")
+    assert await check_groups() == []
