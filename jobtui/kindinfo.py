@@ -144,7 +144,7 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         results: list[list[dict[str, Any]]] = []
         for sql in (
             q.kind_minutes,
-            q.metrics_pending_by_kind,  # every kind's, by index-only scans; this kind's is kept
+            q.metrics_state_counts,  # every kind's, from the counts 0016 keeps; this kind's is kept
             q.kind_row_max_attempts,
             q.kind_dead_count,
             q.kind_depth_changes,

@@ -108,3 +108,40 @@ async def test_last_db_ms_is_the_database_time_of_the_last_refresh(dsn: str) -> 
 def test_the_timeout_must_be_positive(dsn: str) -> None:
     with pytest.raises(ValueError, match="positive"):
         Link(dsn, S, statement_timeout_s=0)
+
+
+async def test_the_console_says_a_refresh_was_dropped_and_shows_db_time(dsn: str) -> None:
+    """The real app: a refresh held up by a lock another session holds is dropped at the
+    link's limit and the status line says so; once the lock goes, it shows the database time."""
+    from rich.text import Text
+
+    from jobtui.console_config import ConsoleConfig
+    from jobtui.tui.app import JobtuiApp
+
+    def status(app: JobtuiApp) -> str:
+        parts = app.screen.query("#status Static")
+        return " ".join(
+            p.content.plain if isinstance(p.content, Text) else str(p.content) for p in parts
+        )
+
+    async def until(pilot: object, check: object, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():  # type: ignore[operator]
+            assert time.monotonic() < deadline, "timed out"
+            await pilot.pause(0.05)  # type: ignore[attr-defined]
+
+    blocker = await psycopg.AsyncConnection.connect(dsn)
+    app = JobtuiApp(dsn, S, config=ConsoleConfig(refresh_s=0.5))
+    app.link = Link(dsn, S, statement_timeout_s=0.6)
+    try:
+        async with app.run_test(size=(120, 30)) as pilot:
+            await until(pilot, lambda: "db " in status(app) and app.polls > 0)
+            await blocker.execute(f"LOCK TABLE {S}.jobs IN ACCESS EXCLUSIVE MODE")
+            await until(pilot, lambda: "refresh dropped: took longer than 0.6 s" in status(app))
+            assert app.link.dropped >= 1
+            await blocker.rollback()
+            polls = app.polls
+            await until(pilot, lambda: app.polls > polls and "dropped" not in status(app))
+            assert "db " in status(app)
+    finally:
+        await blocker.close()

@@ -165,7 +165,7 @@ def _jit_lines(dsn: str) -> None:
 
     q = queries("public")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for name in ("metrics_pending_by_kind", "metrics_dead_by_kind"):
+        for name in ("metrics_state_counts", "metrics_dead_by_kind"):
             plan = [r[0] for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + getattr(q, name))]
             keep = [
                 line.strip()

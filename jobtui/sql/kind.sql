@@ -21,7 +21,7 @@ WHERE j.finished_at IS NULL AND j.kind = %(kind)s
 -- name: kind_depth_changes
 -- How the kind's unfinished count changed, per minute since %(since)s: +1 when a row was
 -- created, -1 when it finished (done or cancelled, in jobs) or died (into dead_letters). The
--- caller walks back from the count now (metrics_pending_by_kind). Rows pruned since %(since)s are missing, so the depth
+-- caller walks back from the count now (metrics_state_counts). Rows pruned since %(since)s are missing, so the depth
 -- before a prune reads lower than it was. Reads the kind's rows in jobs (jobs_kind_id) and its
 -- dead letters that died since %(since)s (dead_letters_died).
 WITH r AS (

@@ -47,7 +47,7 @@ from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import DeadFilter, JobFilter, ReplicaInfo
 from jobtui.tui.commands import ConsoleCommands
-from jobtui.tui.connection import Link, LinkDown
+from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import FilterError, parse_dead_filter, parse_job_filter
 from jobtui.tui.host import (
     DetailAsked,
@@ -177,6 +177,7 @@ class JobtuiApp(App[int]):
         self.last_poll_ms: float | None = None
         self.polls = 0
         self.db_error: str | None = None
+        self.dropped: str | None = None  # why the last refresh was dropped, while it is so
         self._polling = False
         self._again = False
         self._timer: Timer | None = None
@@ -269,9 +270,13 @@ class JobtuiApp(App[int]):
         else:
             seconds = time.time() - self.updated_at
             age.append(f"updated {format_duration(seconds)} ago")
-            if self.last_poll_ms is not None:
+            if self.link.last_db_ms is not None:  # the database's share of the last refresh
+                age.append((f" (db {self.link.last_db_ms:.0f} ms)", "dim"))
+            elif self.last_poll_ms is not None:
                 age.append((f" ({self.last_poll_ms:.0f} ms)", "dim"))
         tail: list[Any] = []
+        if self.dropped is not None:
+            tail += ["  │ ", (self.dropped, "bold")]
         if self.db_error is not None:
             tail += ["  │ ", ("DB DOWN", "bold reverse")]
         if self.replica is not None:
@@ -325,14 +330,18 @@ class JobtuiApp(App[int]):
         data: Any = None
         failure: BaseException | None = None
         try:
-            await self._check_server()
-            data = await pane.load(self.link)
+            # Bounded: a refresh slower than the link's limit is dropped (and said so), never
+            # left running under the next one.
+            async with self.link.refresh():
+                await self._check_server()
+                data = await pane.load(self.link)
         except Exception as exc:  # noqa: BLE001 - any failure is one notice; the poll goes on
             failure = exc
         finally:
             self._polling = False
         if not pane.is_attached or not self.is_running:
             return  # shutting down: the widgets are gone
+        self.dropped = str(failure) if isinstance(failure, RefreshDropped) else None
         if isinstance(failure, LinkDown):
             self._set_down(failure.message)
         elif failure is not None:
