@@ -20,3 +20,49 @@ def text_key(text: Text) -> TextKey:
 def same(a: object, b: Text) -> bool:
     """Whether `a` is a Text that looks exactly like `b`."""
     return isinstance(a, Text) and text_key(a) == text_key(b)
+
+
+def coarse_age(seconds: float | None) -> str:
+    """An age that changes as rarely as it can while still telling young from old.
+
+    A cell that ticks redraws its row on every refresh: over SSH that is most of what an idle
+    console sends. Seconds are shown only under two minutes, minutes under a day (no seconds),
+    then days and hours: `42s`, `17m`, `3h05m`, `2d4h`.
+    """
+    if seconds is None:
+        return "–"
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def differing_part(text: str, others: list[str], width: int) -> str:
+    """`text` cut to `width` so that what sets it apart from `others` stays in view.
+
+    Error signatures of one kind often share a long beginning (`ConnectTimeout: host …`):
+    cut at the end, several read the same. When the first difference lies beyond the width,
+    the text is shown from a little before it, after an `…`.
+    """
+    if width <= 0 or len(text) <= width:
+        return text
+    shared = max((_common_prefix(text, o) for o in others if o != text), default=0)
+    if shared < width - 1:
+        return text[: width - 1] + "…"
+    start = min(shared - width // 3, len(text) - (width - 1))
+    tail = text[start : start + width - 1]
+    out = "…" + tail
+    return out if start + width - 1 >= len(text) else out[: width - 1] + "…"

@@ -25,7 +25,6 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from jobtui import browse
-from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import DeadFilter, DeadGroup, DeadLetterRow
 from jobtui.tui.actions import DELETE, REQUEUE
@@ -36,7 +35,8 @@ from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.server import server_now
-from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.texts import coarse_age, differing_part
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 ALL = "*"
 HINT = "kind:NAME  key:UNIQUE-KEY  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
@@ -80,20 +80,20 @@ class DeadPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#dead-groups", KeyedTable).setup_columns(
-            ("kind", "kind", 16),
-            ("count", "count", 7),
-            ("sig", "error signature", 60),
-            ("last", "last", 8),
-            ("first", "first", 8),
+            Column("kind", "kind", 15, priority=0),
+            Column("count", "count", 6, priority=0),
+            Column("sig", "error signature", 24, priority=0, flex=True),
+            Column("last", "last", 6, priority=1),
+            Column("first", "first", 6, priority=2),
         )
         self.query_one("#dead-rows", KeyedTable).setup_columns(
-            ("id", "id", 9),
-            ("kind", "kind", 16),
-            ("reason", "reason", 11),
-            ("att", "att", 5),
-            ("died", "died ago", 8),
-            ("error", "error", 36),
-            ("payload", "payload", 40),
+            Column("id", "id", 7, priority=0),
+            Column("kind", "kind", 15, priority=0),
+            Column("died", "died ago", 8, priority=1),
+            Column("error", "error", 20, priority=0, flex=True),
+            Column("reason", "reason", 9, priority=2),
+            Column("att", "att", 5, priority=3),
+            Column("payload", "payload", 40, priority=4),
         )
         self.query_one("#dead-groups").border_title = "groups"
         self.query_one("#dead-rows").border_title = "dead letters"
@@ -120,7 +120,7 @@ class DeadPane(Pane):
         now = data.now
 
         def ago(ts: datetime) -> Text:
-            return Text(format_duration((now - ts).total_seconds()))
+            return Text(coarse_age((now - ts).total_seconds()))
 
         self.groups = {group_key(g.kind, g.error_signature): g for g in data.groups}
         total = sum(g.count for g in data.groups)
@@ -136,14 +136,16 @@ class DeadPane(Pane):
                 ],
             )
         ]
-        for g in data.groups:
+        sig_width = self.query_one("#dead-groups", KeyedTable).width_of("sig")
+        signatures = [one_line(g.error_signature, 400) for g in data.groups]
+        for g, signature in zip(data.groups, signatures, strict=True):
             group_rows.append(
                 (
                     group_key(g.kind, g.error_signature),
                     [
                         inert(g.kind, style="bold"),
                         Text(f"{g.count:,}", style=st.error),
-                        Text(one_line(g.error_signature, 200)),
+                        Text(differing_part(signature, signatures, sig_width)),
                         ago(g.last_seen),
                         ago(g.first_seen),
                     ],
@@ -159,10 +161,10 @@ class DeadPane(Pane):
                     [
                         Text(str(d.id)),
                         inert(d.kind, style="bold"),
-                        Text(d.reason, style=st.warning),
-                        Text(f"{d.attempts}/{d.max_attempts}"),
                         ago(d.died_at),
                         Text(one_line(d.last_error or "", 160), style=st.danger),
+                        Text(d.reason, style=st.warning),
+                        Text(f"{d.attempts}/{d.max_attempts}"),
                         Text(payload_preview(d.payload), style=st.muted),
                     ],
                 )

@@ -23,7 +23,6 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from jobtui import browse
-from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
@@ -34,7 +33,8 @@ from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.server import server_now
-from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.texts import coarse_age
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 COUNT_EVERY_S = 30.0
 HINT = (
@@ -76,14 +76,14 @@ class JobsPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#jobs-table", KeyedTable).setup_columns(
-            ("id", "id", 9),
-            ("kind", "kind", 16),
-            ("state", "state", 10),
-            ("att", "att", 5),
-            ("when", "when", 10),
-            ("error", "last error", 30),
-            ("payload", "payload", 40),
-            ("worker", "worker", 22),
+            Column("id", "id", 7, priority=0),
+            Column("kind", "kind", 15, priority=0),
+            Column("state", "state", 10, priority=0),
+            Column("when", "when", 8, priority=1),
+            Column("error", "last error", 20, priority=0, flex=True),
+            Column("att", "att", 5, priority=2),
+            Column("payload", "payload", 40, priority=3),
+            Column("worker", "worker", 22, priority=4),
         )
         self._info()
 
@@ -122,13 +122,13 @@ class JobsPane(Pane):
                 "exhausted": st.error,
             }.get(job.state, "")
             if job.state == "running" and job.locked_at is not None:
-                when = format_duration((now - job.locked_at).total_seconds())
+                when = coarse_age((now - job.locked_at).total_seconds())
             elif job.state in ("scheduled", "retrying") and job.run_at > now:
-                when = "in " + format_duration((job.run_at - now).total_seconds())
+                when = "in " + coarse_age((job.run_at - now).total_seconds())
             elif job.finished_at is not None:
-                when = format_duration((now - job.finished_at).total_seconds()) + " ago"
+                when = coarse_age((now - job.finished_at).total_seconds()) + " ago"
             else:
-                when = format_duration((now - job.run_at).total_seconds())
+                when = coarse_age((now - job.run_at).total_seconds())
             state = "cancelling" if job.cancel_requested and job.state == "running" else job.state
             rows.append(
                 (
@@ -137,12 +137,12 @@ class JobsPane(Pane):
                         Text(str(job.id)),
                         inert(job.kind, style="bold"),
                         Text(state, style=state_style),
-                        Text(f"{job.attempts}/{job.max_attempts}"),
                         Text(when),
                         Text(
                             one_line(job.last_error or "", 120),
                             style=st.danger if job.last_error else "",
                         ),
+                        Text(f"{job.attempts}/{job.max_attempts}"),
                         Text(payload_preview(job.payload), style=st.muted),
                         inert(job.locked_by or "", style=st.muted),
                     ],

@@ -17,6 +17,7 @@ from jobtui.models import Page
 from jobtui.tui.connection import Link
 from jobtui.tui.host import Host, host
 from jobtui.tui.texts import same
+from jobtui.tui.widgets.keyed_table import KeyedTable
 
 WRITE_ACTIONS = frozenset(
     {
@@ -57,6 +58,11 @@ class Pane(Vertical):
     def palette_commands(self) -> list[tuple[str, str, str]]:
         """(title, help, action) the command palette offers for the current selection."""
         return []
+
+    def on_keyed_table_relaid(self, event: KeyedTable.Relaid) -> None:
+        """Columns came or went, or changed width: show the cells again, fitted to them."""
+        if self.is_attached and self.region.area:  # the tab on screen (others have no area)
+            self.console.refresh_now()
 
 
 # A text search scans a bounded range of ids per call (browse.SEARCH_SCOPE) and may return a
