@@ -87,7 +87,7 @@ class DeadPane(Pane):
             Column("first", "first", 6, priority=2),
         )
         self.query_one("#dead-rows", KeyedTable).setup_columns(
-            Column("id", "id", 7, priority=0),
+            Column("id", "id", 6, priority=0),
             Column("kind", "kind", 15, priority=0),
             Column("died", "died ago", 8, priority=1),
             Column("error", "error", 20, priority=0, flex=True),
@@ -153,8 +153,10 @@ class DeadPane(Pane):
             )
         self.query_one("#dead-groups", KeyedTable).sync(group_rows)
         self.more = data.more
+        error_width = self.query_one("#dead-rows", KeyedTable).width_of("error")
+        errors = [one_line(d.last_error or "", 400) for d in data.rows]
         rows = []
-        for d in data.rows:
+        for d, error in zip(data.rows, errors, strict=True):
             rows.append(
                 (
                     str(d.id),
@@ -162,7 +164,7 @@ class DeadPane(Pane):
                         Text(str(d.id)),
                         inert(d.kind, style="bold"),
                         ago(d.died_at),
-                        Text(one_line(d.last_error or "", 160), style=st.danger),
+                        Text(differing_part(error, errors, error_width), style=st.danger),
                         Text(d.reason, style=st.warning),
                         Text(f"{d.attempts}/{d.max_attempts}"),
                         Text(payload_preview(d.payload), style=st.muted),
@@ -207,6 +209,7 @@ class DeadPane(Pane):
                 self.group = new
                 self.pages = 1
                 self.query_one("#dead-rows", KeyedTable).clear_marks()
+                self.query_one("#dead-rows", KeyedTable).new_view()
                 self._info()
                 self.console.refresh_now()
         elif event.data_table.id == "dead-rows":
@@ -230,6 +233,8 @@ class DeadPane(Pane):
         self.flt = flt
         self.pages = 1
         self.query_one("#dead-rows", KeyedTable).clear_marks()
+        for table in self.query(KeyedTable):
+            table.new_view()
         self._info()
         self.console.refresh_now()
 

@@ -76,7 +76,7 @@ class JobsPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#jobs-table", KeyedTable).setup_columns(
-            Column("id", "id", 7, priority=0),
+            Column("id", "id", 6, priority=0),
             Column("kind", "kind", 15, priority=0),
             Column("state", "state", 10, priority=0),
             Column("when", "when", 8, priority=1),
@@ -175,6 +175,7 @@ class JobsPane(Pane):
         self.pages = 1
         table = self.query_one("#jobs-table", KeyedTable)
         table.clear_marks()
+        table.new_view()
         table.move_cursor(row=0)
         self._info()
         self.console.refresh_now()

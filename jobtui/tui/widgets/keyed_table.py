@@ -130,6 +130,7 @@ class KeyedTable(DataTable[Text]):
         self.sort_column: str | None = None  # None: the order the pane gives
         self.sort_reverse = False
         self.ghost: str | None = None  # a row that is gone, kept under the cursor (see sync)
+        self._new_view = False
         self._specs: list[Column] = []
         self._rows: dict[str, list[Text]] = {}  # every row's cells, hidden columns included
         self._given: list[str] = []  # the keys in the pane's order
@@ -285,9 +286,10 @@ class KeyedTable(DataTable[Text]):
         until the cursor leaves it: the cursor never lands on another row by itself, so a
         repeated key cannot act on a row the operator did not choose.
         """
-        if self.ghost is not None and not self.on_ghost:
+        if self.ghost is not None and (self._new_view or not self.on_ghost):
             self.ghost = None
-        cursor_key = self._key_at(self.cursor_row)
+        cursor_key = None if self._new_view else self._key_at(self.cursor_row)
+        self._new_view = False
         new_rows = {key: list(cells) for key, cells in rows}
         given = [key for key, _ in rows]
         if cursor_key is not None and cursor_key not in new_rows and self.has_focus:
@@ -339,6 +341,12 @@ class KeyedTable(DataTable[Text]):
             self.move_cursor(row=target, animate=False, scroll=False)
             self.scroll_to(y=scroll_y, animate=False, immediate=True)
             self.move_cursor(row=target, animate=False, scroll=True)
+
+    def new_view(self) -> None:
+        """The next rows answer a different question (another filter or group): rows that
+        are not in them are not gone, so none is kept under the cursor."""
+        self._new_view = True
+        self.ghost = None
 
     def clear_marks(self) -> None:
         changed = bool(self.marked)
