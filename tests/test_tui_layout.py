@@ -140,3 +140,58 @@ async def test_wide_shows_every_column_and_home_goes_back_left(
         await pilot.press("w")
         await pilot.pause(0.2)
         assert kinds.hidden_columns == hidden
+
+
+def _segment_style(app: JobtuiApp, row_has: str, text: str) -> Style:
+    """The style the screen draws `text` with, on the line that shows `row_has`."""
+    for strip in app.screen._compositor.render_strips():
+        if row_has in "".join(seg.text for seg in strip):
+            for seg in strip:
+                if text in seg.text and seg.style is not None:
+                    return seg.style
+    raise AssertionError(f"{text!r} not on the line of {row_has!r}")
+
+
+def _style_at(app: JobtuiApp, x: int, y: int) -> Style:
+    """The style of the screen cell at (x, y)."""
+    strip = app.screen._compositor.render_strips()[y]
+    at = 0
+    for seg in strip:
+        at += seg.cell_length
+        if at > x:
+            return seg.style or Style()
+    raise AssertionError(f"no cell at {x},{y}")
+
+
+def _stands_out(style: Style) -> bool:
+    return bool(style.bold or style.reverse) and not style.dim
+
+
+async def test_no_color_severity_shows_in_style_not_only_colour(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    seed(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        assert app.no_color
+        kinds = app.query_one("#kinds", KeyedTable)
+        await until(pilot, lambda: len(kinds.keys) == 4)
+        await pilot.pause(0.2)
+        # The failing kind is first, under the cursor: its severity shows through the cursor.
+        assert kinds.current_key == "billing.charge"
+        failing = _segment_style(app, "billing.charge", "FAIL")
+        assert _stands_out(failing), failing
+        assert_on_screen(app, "✗ FAIL", "⏸ PAUSED")
+        kinds.move_cursor(row=kinds.keys.index("export.csv"))
+        await pilot.pause(0.2)
+        failing = _segment_style(app, "billing.charge", "FAIL")
+        healthy = _segment_style(app, "email.send", "ok")
+        assert _stands_out(failing) and not _stands_out(healthy), (failing, healthy)
+        # The dead tile (critical) is drawn in reverse video with a glyph, not dimmer.
+        dead = app.query_one("#t-dead", Tile)
+        assert dead.value.endswith("✗")
+        value = _style_at(app, dead.region.x + 2, dead.region.bottom - 1)
+        calm = _style_at(app, app.query_one("#t-scheduled").region.x + 2, dead.region.bottom - 1)
+        assert value.reverse and not value.dim, value
+        assert not calm.reverse, calm

@@ -61,7 +61,7 @@ def differing_part(text: str, others: list[str], width: int) -> str:
         return text
     shared = max((_common_prefix(text, o) for o in others if o != text), default=0)
     if shared < width - 1:
-        return text[: width - 1] + "…"
+        return text  # the difference is in view; the table cuts the end
     start = min(shared - width // 3, len(text) - (width - 1))
     tail = text[start : start + width - 1]
     out = "…" + tail

@@ -17,11 +17,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.events import DescendantFocus
 from textual.widgets import DataTable
 
 from jobtui import browse
@@ -57,8 +59,13 @@ class DeadData:
 class DeadPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="filter"),
+        # One key, two scopes: on the rows table r/d act on the marked rows or the cursor row;
+        # on the groups table on every dead letter of the group (or all matching), and the
+        # footer says so in capitals.
         Binding("r", "requeue", "Requeue", id="requeue"),
+        Binding("r", "requeue_group", "Requeue GROUP…", id="requeue.group"),
         Binding("d", "delete", "Delete", id="delete"),
+        Binding("d", "delete_group", "Delete GROUP…", id="delete.group"),
         Binding("e", "export", "Export", id="export"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
         Binding("right_square_bracket,n", "next_page", "More", show=False, id="next_page"),
@@ -72,6 +79,7 @@ class DeadPane(Pane):
         self.groups: dict[str, DeadGroup] = {}
         self.pages = 1
         self.more = False
+        self._table = "dead-groups"
 
     def compose(self) -> ComposeResult:
         yield InfoLine(id="dead-info", classes="info")
@@ -91,9 +99,9 @@ class DeadPane(Pane):
             Column("kind", "kind", 15, priority=0),
             Column("died", "died ago", 8, priority=1),
             Column("error", "error", 20, priority=0, flex=True),
-            Column("reason", "reason", 9, priority=2),
-            Column("att", "att", 5, priority=3),
-            Column("payload", "payload", 40, priority=4),
+            Column("payload", "payload", 30, priority=2),
+            Column("reason", "reason", 9, priority=3),
+            Column("att", "att", 5, priority=4),
         )
         self.query_one("#dead-groups").border_title = "groups"
         self.query_one("#dead-rows").border_title = "dead letters"
@@ -165,9 +173,9 @@ class DeadPane(Pane):
                         inert(d.kind, style="bold"),
                         ago(d.died_at),
                         Text(differing_part(error, errors, error_width), style=st.danger),
+                        Text(payload_preview(d.payload), style=st.muted),
                         Text(d.reason, style=st.warning),
                         Text(f"{d.attempts}/{d.max_attempts}"),
-                        Text(payload_preview(d.payload), style=st.muted),
                     ],
                 )
             )
@@ -193,8 +201,13 @@ class DeadPane(Pane):
     # --- selection -----------------------------------------------------------------------
 
     def _focused_table(self) -> str:
-        focused = self.app.focused
-        return focused.id if focused is not None and focused.id else "dead-groups"
+        """The table the operator is in: the one focused last (while the command palette or
+        a dialog has the focus, still that one)."""
+        return self._table
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        if isinstance(event.widget, KeyedTable) and event.widget.id:
+            self._table = event.widget.id
 
     def current_group(self) -> DeadGroup | None:
         key = self.query_one("#dead-groups", KeyedTable).current_key
@@ -202,6 +215,8 @@ class DeadPane(Pane):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "dead-groups":
+            if self.query_one("#dead-groups", KeyedTable).on_ghost:
+                return  # the group just went (requeued, deleted): its rows list stays
             key = event.row_key.value
             group = self.groups.get(key) if key and key != ALL else None
             new = (group.kind, group.error_signature) if group else None
@@ -239,16 +254,30 @@ class DeadPane(Pane):
         self.console.refresh_now()
 
     def action_filter(self) -> None:
+        kinds = sorted({g.kind for g in self.groups.values()})
+
         def done(text: str | None) -> None:
             if text is not None:
-                self.set_filter(parse_dead_filter(text))
+                self.set_filter(parse_dead_filter(text, kinds))
 
         self.app.push_screen(
             FilterScreen(
-                "filter dead letters", format_dead_filter(self.flt), HINT, parse_dead_filter
+                "filter dead letters",
+                format_dead_filter(self.flt),
+                HINT,
+                partial(parse_dead_filter, kinds=kinds),
+                kinds,
             ),
             done,
         )
+
+    def _gone(self) -> bool:
+        """The cursor is on a row an action just removed: keys do nothing there (the next
+        row has not moved under the cursor, so a repeated key acts on nothing)."""
+        if any(t.has_focus and t.on_ghost for t in self.query(KeyedTable)):
+            self.app.notify("That row is gone; move the cursor to another.", timeout=3)
+            return True
+        return False
 
     def _target(self) -> tuple[list[int], DeadFilter, str | None]:
         """(ids, matching filter, group label): what an action under the cursor applies to."""
@@ -261,15 +290,38 @@ class DeadPane(Pane):
         flt = replace(self.flt, kind=group.kind, signature=group.error_signature)
         return [], flt, f"{group.kind}: {group.error_signature}"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        allowed = super().check_action(action, parameters)
+        if not allowed:
+            return allowed
+        on_rows = self._focused_table() == "dead-rows"
+        if action in ("requeue", "delete"):
+            return on_rows
+        if action in ("requeue_group", "delete_group"):
+            return not on_rows
+        return True
+
+    def action_requeue_group(self) -> None:
+        self.action_requeue()
+
+    def action_delete_group(self) -> None:
+        self.action_delete()
+
     def action_requeue(self) -> None:
+        if self._gone():
+            return
         ids, flt, label = self._target()
         self.post_message(WriteAsked(REQUEUE, ids, flt, group=label))
 
     def action_delete(self) -> None:
+        if self._gone():
+            return
         ids, flt, label = self._target()
         self.post_message(WriteAsked(DELETE, ids, flt, group=label))
 
     def action_export(self) -> None:
+        if self._gone():
+            return
         ids, flt, label = self._target()
         self.post_message(ExportAsked(ids, flt, label))
 
@@ -297,8 +349,8 @@ class DeadPane(Pane):
         else:
             what = f"group {label}" if label else "all matching dead letters"
             out += [
-                (f"Requeue {what}…", "asks first, names the count", "requeue"),
-                (f"Delete {what}…", "asks first, names the count", "delete"),
+                (f"Requeue {what}…", "asks first, names the count", "requeue_group"),
+                (f"Delete {what}…", "asks first, names the count", "delete_group"),
                 (f"Export {what}…", "JSON lines or CSV", "export"),
             ]
         return out

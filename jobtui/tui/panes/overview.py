@@ -73,17 +73,17 @@ class OverviewPane(KindsPane):
         # ready age); it takes the spare width. The rest drop from the right as space runs out.
         self.query_one("#kinds", KeyedTable).setup_columns(
             Column("kind", "kind", 15, priority=0),
+            Column("ready", "ready", 5, priority=1),
             Column("status", "status", 27, priority=0, flex=True),
             Column("oldest", "oldest", 6, priority=0),
-            Column("ready", "ready", 6, priority=1),
             Column("dead", "dead", 5, priority=2),
             Column("fail", "fail%", 5, priority=3),
             Column("running", "run", 4, priority=4),
             Column("retrying", "retry", 5, priority=4),
             Column("done", "done/m", 6, priority=5),
-            Column("p95", "p95", 6, priority=6),
             Column("limit", "limit", 9, priority=6),
-            Column("p50", "p50", 6, priority=7),
+            Column("p95", "p95", 6, priority=7),
+            Column("p50", "p50", 6, priority=8),
         )
 
     def on_resize(self, event: Resize) -> None:
@@ -120,13 +120,17 @@ class OverviewPane(KindsPane):
             ("#t-retrying", t.retrying),
         ):
             self.query_one(tile_id, Tile).set(compact(value))
-        self.query_one("#t-dead", Tile).set(compact(t.dead), "crit" if t.dead else None)
+        self.query_one("#t-dead", Tile).set(
+            compact(t.dead), "crit" if t.dead else None, " ✗" if t.dead else ""
+        )
         level = level_of(snap.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
-        note = {"ok": "", "warn": "!", "crit": "!!"}[level]
+        note = {"ok": "", "warn": " !", "crit": " !!"}[level]
         self.query_one("#t-oldest", Tile).set(coarse_age(snap.oldest_ready_age_s), level, note)
         self.query_one("#t-done", Tile).set(compact(round(snap.done_per_min, 1)))
         fail_level = "crit" if snap.failure_rate >= FAILING_RATE else None
-        self.query_one("#t-fail", Tile).set(f"{snap.failure_rate * 100:.1f}%", fail_level)
+        self.query_one("#t-fail", Tile).set(
+            f"{snap.failure_rate * 100:.1f}%", fail_level, " ✗" if fail_level else ""
+        )
 
         history = snap.history
         depth = [float(p.ready or 0) for p in history]
@@ -155,9 +159,9 @@ class OverviewPane(KindsPane):
             row_style = st.error if failing else ""
             notes = []
             if failing:
-                notes.append("FAIL")
+                notes.append("✗ FAIL")
             if k.paused:
-                notes.append("PAUSED")
+                notes.append("⏸ PAUSED")
             if k.exhausted:
                 notes.append(f"{compact(k.exhausted)} EXHAUSTED")
             if not k.handled:
@@ -174,16 +178,16 @@ class OverviewPane(KindsPane):
                     k.kind,
                     [
                         name,
+                        Text(compact(k.ready), style=row_style),
                         Text(", ".join(notes) or "ok", style=status_style),
                         Text(coarse_age(k.oldest_ready_age_s), style=age_style),
-                        Text(compact(k.ready), style=row_style),
                         Text(compact(k.dead), style=st.error if k.dead else row_style),
                         Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
                         Text(compact(k.running), style=row_style),
                         Text(compact(k.retrying), style=row_style),
                         Text(compact(round(k.done_per_min, 1)), style=row_style),
-                        Text(_ms(k.p95_ms), style=row_style),
                         Text(limit_text(k), style=st.accent),
+                        Text(_ms(k.p95_ms), style=row_style),
                         Text(_ms(k.p50_ms), style=row_style),
                     ],
                 )

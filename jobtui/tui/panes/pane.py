@@ -22,7 +22,9 @@ from jobtui.tui.widgets.keyed_table import KeyedTable
 WRITE_ACTIONS = frozenset(
     {
         "requeue",
+        "requeue_group",
         "delete",
+        "delete_group",
         "cancel",
         "run_now",
         "toggle_pause_kind",

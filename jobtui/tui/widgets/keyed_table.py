@@ -122,7 +122,12 @@ class KeyedTable(DataTable[Text]):
 
     def __init__(self, *, markable: bool = False, id: str | None = None) -> None:
         super().__init__(
-            id=id, cursor_type="row", zebra_stripes=False, cursor_foreground_priority="css"
+            # The cell's own style shows through the cursor: a failing row stays bold/red
+            # (reverse under NO_COLOR) with the cursor on it.
+            id=id,
+            cursor_type="row",
+            zebra_stripes=False,
+            cursor_foreground_priority="renderable",
         )
         self.markable = markable
         self.marked: set[str] = set()
@@ -385,6 +390,11 @@ class KeyedTable(DataTable[Text]):
         else:
             self.sort_column = None
         self.sort_reverse = False
+        self._resort()
+
+    def sort_by(self, column: str | None, *, reverse: bool = False) -> None:
+        """Sort by `column` (None: the pane's own order)."""
+        self.sort_column, self.sort_reverse = column, reverse
         self._resort()
 
     def action_sort_reverse(self) -> None:
