@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from rich.style import Style
 from test_tui_console import add_dead, config, goto, until
 from textual.geometry import Region
 
