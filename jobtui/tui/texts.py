@@ -22,18 +22,22 @@ def same(a: object, b: Text) -> bool:
     return isinstance(a, Text) and text_key(a) == text_key(b)
 
 
+SECONDS_STEP = 5
+
+
 def coarse_age(seconds: float | None) -> str:
     """An age that changes as rarely as it can while still telling young from old.
 
-    A cell that ticks redraws its row on every refresh: over SSH that is most of what an idle
-    console sends. Seconds are shown only under two minutes, minutes under a day (no seconds),
-    then days and hours: `42s`, `17m`, `3h05m`, `2d4h`.
+    A cell that ticks redraws on every refresh: over SSH that is most of what an idle console
+    sends. Under two minutes it counts in steps of 5 s (rounded up, so a fresh age is never
+    shown as 0), then minutes under a day (no seconds), then days and hours: `5s`, `45s`,
+    `17m`, `3h05m`, `2d4h`.
     """
     if seconds is None:
         return "–"
     s = max(0, int(seconds))
     if s < 120:
-        return f"{s}s"
+        return f"{max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP)}s"
     if s < 3600:
         return f"{s // 60}m"
     if s < 86400:

@@ -165,7 +165,8 @@ class OverviewPane(KindsPane):
             if k.exhausted:
                 notes.append(f"{compact(k.exhausted)} EXHAUSTED")
             if not k.handled:
-                notes.append("no worker handles this kind")
+                # In full when it is the only note; short next to others, so all fit.
+                notes.append("no worker" if notes else "no worker handles this kind")
             status_style = (
                 st.error
                 if failing

@@ -71,7 +71,7 @@ class WorkersPane(KindsPane):
             if not w.stale:
                 serving.update(set(w.kinds))
             style = st.error if w.stale else ""
-            hb = heartbeat_text(w)
+            hb = coarse_age(w.heartbeat_age_s) + (" STALE" if w.stale else "")
             rows.append(
                 (
                     w.id,
@@ -154,16 +154,3 @@ def wakeup_cell(w: WorkerRow, st: CellStyles) -> Text:
     if w.wakeup_mode == "listen":
         return Text("LISTEN LOST", style=st.error)
     return Text(f"POLL {w.poll_interval_s:g}s", style=f"bold {st.warning}")
-
-
-FRESH_HEARTBEAT_S = 30.0
-
-
-def heartbeat_text(w: WorkerRow) -> str:
-    """`<30s` for a live worker that beat recently, else the age: a live worker's exact age
-    changes on every refresh and would redraw its row for nothing."""
-    if w.stale:
-        return coarse_age(w.heartbeat_age_s) + " STALE"
-    if w.heartbeat_age_s is not None and w.heartbeat_age_s < FRESH_HEARTBEAT_S:
-        return f"<{FRESH_HEARTBEAT_S:.0f}s"
-    return coarse_age(w.heartbeat_age_s)
