@@ -144,6 +144,7 @@ class KeyedTable(DataTable[Text]):
         self._columns: list[str] = []  # the columns now in the DataTable
         self._widths: dict[str, int] = {}
         self._hidden = 0
+        self._scrolled = False  # wide and scrolled sideways: the header says so
 
     # --- columns -------------------------------------------------------------------------
 
@@ -180,7 +181,11 @@ class KeyedTable(DataTable[Text]):
     def _relayout(self, *, force: bool = False) -> None:
         fixed = 1 + CELL_PADDING if self.markable else 0
         available = self._available()
-        if self.wide or not available:
+        if self.wide:
+            # Every column, those that never drop first: they stay while the rest scroll.
+            specs = sorted(self._specs, key=lambda c: c.priority != 0)
+            keys, spare = [c.key for c in specs], 0
+        elif not available:
             keys, spare = [c.key for c in self._specs], 0
         else:
             keys, spare = fit_columns(self._specs, available, fixed)
@@ -208,13 +213,45 @@ class KeyedTable(DataTable[Text]):
             self.clear(columns=True)
             if self.markable:
                 self.add_column(" ", key="_mark", width=1)
-            for c in self._specs:
-                if c.key in self._columns:
-                    self.add_column(self._label(c), key=c.key, width=self._widths[c.key])
+            by_key = {c.key: c for c in self._specs}
+            for key in self._columns:
+                self.add_column(self._label(by_key[key]), key=key, width=self._widths[key])
             if self._hidden:
                 label = marker_label(self._hidden)
                 self.add_column(Text(label, style="bold"), key="_more", width=len(label))
+            self.fixed_columns = (int(self.markable) + self._leading_fixed()) if self.wide else 0
+            self._scrolled = False
             self._place(self._arranged(), cursor, cursor_key)
+
+    def _leading_fixed(self) -> int:
+        """How many of the shown columns, from the left, never drop."""
+        priority = {c.key: c.priority for c in self._specs}
+        count = 0
+        for key in self._columns:
+            if priority[key] != 0:
+                break
+            count += 1
+        return count
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        """Scrolled sideways (wide): the last fixed column's header gets `←`, saying that
+        columns are out of view on the left; `g`/home scroll back."""
+        super().watch_scroll_x(old_value, new_value)
+        scrolled = self.wide and new_value > 0 and self.fixed_columns > int(self.markable)
+        if scrolled == self._scrolled:
+            return
+        self._scrolled = scrolled
+        key = self._columns[self._leading_fixed() - 1]
+        spec = next(c for c in self._specs if c.key == key)
+        label = self._label(spec)
+        if scrolled:  # within the column's width, or the arrow would be cut off
+            label.truncate(max(0, self._widths[key] - 2))
+            label = Text.assemble(label, (" ←", "bold"))
+        column = self.columns.get(ColumnKey(spec.key))
+        if column is not None:
+            column.label = label
+            self._update_count += 1
+            self.refresh()
 
     def _visible(self, cells: Sequence[Text]) -> list[Text]:
         by_key = {c.key: cell for c, cell in zip(self._specs, cells, strict=False)}
@@ -382,7 +419,7 @@ class KeyedTable(DataTable[Text]):
 
     def action_sort_next(self) -> None:
         """Sort by the next shown column; after the last, back to the pane's own order."""
-        shown = [c.key for c in self._specs if c.key in self._columns]
+        shown = list(self._columns)
         if self.sort_column is None:
             self.sort_column = shown[0] if shown else None
         elif self.sort_column in shown and shown.index(self.sort_column) + 1 < len(shown):
