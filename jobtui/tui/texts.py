@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.text import Span, Text
 
+from jobtui.config import format_duration
+
 TextKey = tuple[str, str, tuple[Span, ...]]
 
 
@@ -40,9 +42,7 @@ def coarse_age(seconds: float | None) -> str:
         return f"{max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP)}s"
     if s < 3600:
         return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
+    return format_duration(s)  # hours and minutes, days and hours
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
@@ -34,8 +33,7 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
-from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age, differing_part
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -255,21 +253,10 @@ class DeadPane(Pane):
 
     def action_filter(self) -> None:
         kinds = sorted({g.kind for g in self.groups.values()})
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.set_filter(parse_dead_filter(text, kinds))
-
-        self.app.push_screen(
-            FilterScreen(
-                "filter dead letters",
-                format_dead_filter(self.flt),
-                HINT,
-                partial(parse_dead_filter, kinds=kinds),
-                kinds,
-            ),
-            done,
-        )
+        ask_filter(
+            self, "filter dead letters", format_dead_filter(self.flt), HINT, parse_dead_filter,
+            kinds, self.set_filter,
+        )  # fmt: skip
 
     def _gone(self) -> bool:
         """The cursor is on a row an action just removed: keys do nothing there (the next

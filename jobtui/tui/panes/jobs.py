@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
@@ -38,8 +37,7 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
-from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -240,22 +238,10 @@ class JobsPane(Pane):
         self.console.refresh_now()
 
     def action_filter(self) -> None:
-        kinds = list(self.kinds)
-
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.set_filter(parse_job_filter(text, kinds))
-
-        self.app.push_screen(
-            FilterScreen(
-                "filter jobs",
-                format_job_filter(self.flt),
-                HINT,
-                partial(parse_job_filter, kinds=kinds),
-                kinds,
-            ),
-            done,
-        )
+        ask_filter(
+            self, "filter jobs", format_job_filter(self.flt), HINT, parse_job_filter, self.kinds,
+            self.set_filter,
+        )  # fmt: skip
 
     def action_toggle_all(self) -> None:
         """Unfinished jobs ⇄ every job, keeping the kind, key and text of the filter."""
