@@ -355,7 +355,7 @@ class KeyedTable(DataTable[Text]):
                         self._put(key, column, cells[index])
                 self._cells[key] = new
             return
-        present = set(keys)
+        present = set(keys) - {self.ghost}
         gone_marks = self.marked - present
         self.marked &= present
         with self.app.batch_update():
