@@ -5,7 +5,7 @@ the console then behaves differently. Here the real console (`jobtui console --r
 in a tmux pane of COLS×ROWS (`new-session -d -x COLS -y ROWS`, status line off so the pane is the
 whole size, TERM as tmux sets it), on its own tmux server socket so no one else's sessions are
 touched. After start-up, `pipe-pane -o 'cat >> FILE'` copies every byte the console writes to
-the pane into FILE. For each tab (1 Overview, 2 Jobs, 3 Dead letters, 4 Workers) the tab's key is
+the pane into FILE. For each tab (1 Overview … 6 Database) the tab's key is
 sent, the redraw it causes is waited out (`settle`), and then FILE's growth over `windows`
 windows of `window` seconds with no key pressed gives B/s.
 
@@ -50,7 +50,14 @@ if __package__ in (None, ""):
 from benchmarks.common import Bench, Figure, ScenarioSkipped, at_most, child_env, spawn, stop
 from benchmarks.console_bytes import console_command, rows_written
 
-TABS = {"1": "Overview", "2": "Jobs", "3": "Dead letters", "4": "Workers"}
+TABS = {
+    "1": "Overview",
+    "2": "Jobs",
+    "3": "Dead letters",
+    "4": "Workers",
+    "5": "Schedules",
+    "6": "Database",
+}
 IDLE_TARGET = 500.0  # B/s, issue 11
 LIVE_TARGET = 2048.0
 
@@ -212,7 +219,7 @@ def measure(
     cols: int,
     rows: int,
     *,
-    tabs: str = "1234",
+    tabs: str = "123456",
     startup: float = 10.0,
     settle: float = 4.0,
     window: float = 10.0,
@@ -329,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="an existing jobtui database (else a fresh benchmark one)")
     parser.add_argument("--data", choices=["quick", "full"], default="quick")
     parser.add_argument("--sizes", default="80x24,120x40", help="COLSxROWS[,COLSxROWS]")
-    parser.add_argument("--tabs", default="1234", help="tab keys in order (default 1234)")
+    parser.add_argument("--tabs", default="123456", help="tab keys in order (default 123456)")
     parser.add_argument("--startup", type=float, default=10.0, help="seconds waited out first")
     parser.add_argument("--settle", type=float, default=4.0, help="seconds after a tab key")
     parser.add_argument("--window", type=float, default=10.0, help="seconds per window")

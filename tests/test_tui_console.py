@@ -232,8 +232,12 @@ async def test_cancel_job(dsn: str, conn: psycopg.Connection) -> None:
         assert row is not None and row[0] is not None and row[1] is not None
         others = conn.execute("SELECT count(*) FROM jobs WHERE cancelled_at IS NULL").fetchone()
         assert others == (2,)
+        # The Jobs tab shows unfinished jobs: the cancelled one stays under the cursor, struck
+        # through, until the cursor moves; with every job shown (a) it reads "cancelled".
         await fresh(app, pilot)
-        assert "cancelled" in rendered(jobs)
+        assert jobs.on_ghost and str(newest) not in jobs.keys
+        await pilot.press("a")
+        await until(pilot, lambda: "cancelled" in rendered(jobs))
 
         # The detail view of another job: its facts, and cancel from there.
         await pilot.press("down", "enter")
@@ -438,6 +442,7 @@ async def test_layout_at_80x24(dsn: str, conn: psycopg.Connection) -> None:
             "3 Dead letters",
             "4 Workers",
             "5 Schedules",
+            "6 Database",
         ]
         assert all(screen.contains_region(t.region) for t in tabs)
         await goto(app, pilot, "2")
@@ -696,3 +701,150 @@ async def test_table_restyles_a_cell_whose_text_did_not_change() -> None:
         assert str(t.get_cell("k", "n").style) == "red"
         t.sync([("k", [Text("6", style="red")])])
         assert t.get_cell("k", "n").plain == "6"
+
+
+# --- issue 11: fast to the problem, safe to act ------------------------------------------
+
+
+async def test_jobs_open_on_unfinished_sort_and_prefix_filter(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(3)])
+    enqueue_many(conn, [JobSpec("sms.send", {"n": i}) for i in range(2)])
+    enqueue_many(conn, [JobSpec("email.send", {"done": True})])
+    done = [max(job_ids(conn))]
+    conn.execute("UPDATE jobs SET finished_at = now() WHERE id = ANY(%s)", (done,))
+    conn.execute("UPDATE jobs SET run_at = now() - interval '1 hour' WHERE kind = 'sms.send'")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: len(jobs.keys) == 5)  # the finished one is not shown
+        assert str(done[0]) not in jobs.keys
+        assert "unfinished jobs" in rendered(app.query_one("#jobs-info"))
+        await pilot.press("a")  # all jobs
+        await until(pilot, lambda: len(jobs.keys) == 6)
+        await pilot.press("a")
+        await until(pilot, lambda: len(jobs.keys) == 5)
+
+        # Sort: s picks the first column (id ▲), again the next (kind); S reverses.
+        await pilot.press("s")
+        assert jobs.sort_column == "id" and "id▲" in rendered(jobs).splitlines()[0]
+        assert jobs.keys == sorted(jobs.keys, key=int)
+        await pilot.press("S")
+        assert "id▼" in rendered(jobs).splitlines()[0]
+        assert jobs.keys == sorted(jobs.keys, key=int, reverse=True)
+        await pilot.press("s")
+        assert jobs.sort_column == "kind"
+        await fresh(app, pilot)  # a refresh keeps the sort
+        kinds = [jobs.get_cell(k, "kind").plain for k in jobs.keys]
+        assert kinds == sorted(kinds)
+
+        # o: the ready jobs, longest waiting first (the sms jobs waited an hour).
+        await pilot.press("o")
+        await until(pilot, lambda: len(jobs.keys) == 5 and jobs.sort_column == "when")
+        assert {jobs.get_cell(k, "kind").plain for k in jobs.keys[:2]} == {"sms.send"}
+
+        # kind:email is a prefix of email.send: it matches, and the filter shows the kind.
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        app.screen.query_one("#filter-input").value = "kind:email"  # type: ignore[attr-defined]
+        await pilot.pause(0.2)
+        assert "email.send" in rendered(app.screen.query_one("#filter-kinds"))
+        await pilot.press("enter")
+        await until(pilot, lambda: len(jobs.keys) == 4)  # every state: none was typed
+        assert "kind:email.send" in rendered(app.query_one("#jobs-info"))
+        # A prefix of two kinds is refused with their names, never a silent 0 rows.
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(app.screen, FilterScreen))
+        app.screen.query_one("#filter-input").value = "kind:send"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, FilterScreen)
+        error = rendered(app.screen.query_one("#filter-error"))
+        assert "matches 2 kinds" in error and "sms.send" in error
+        await pilot.press("escape")
+
+
+async def test_cursor_stays_on_a_requeued_group_and_a_second_r_does_nothing(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    first = add_dead(conn, "webhook", "ConnectTimeout: host 'a.example' after 10s", n=3)
+    second = add_dead(conn, "billing", "CardDeclined: card 1234 declined", n=2)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "3")
+        groups = table(app, "#dead-groups")
+        await until(pilot, lambda: len(groups.keys) == 3)
+        await pilot.press("down")  # the webhook group (the bigger one)
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")
+        await until(pilot, lambda: dead_ids(conn) == set(second))
+        await until(pilot, lambda: len(groups.keys) == 2)
+        # The requeued group is still under the cursor (struck through), not the next group.
+        assert groups.on_ghost and groups.current_key is None
+        await pilot.press("r")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert dead_ids(conn) == set(second)  # the second r requeued nothing
+        assert job_ids(conn) == set(first)
+        await pilot.press("down")  # moving on drops the gone row
+        await fresh(app, pilot)
+        assert not groups.on_ghost and len(groups.keys) == len(groups.ordered_rows) == 2
+
+
+async def test_counts_follow_a_write_and_finished_jobs_offer_no_cancel(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(14)])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        info = app.query_one("#jobs-info")
+        await until(pilot, lambda: "14 shown of 14" in rendered(info))
+        await pilot.press("space", "space", "space", "c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")
+        await until(pilot, lambda: "Cancelled 3 jobs." in notifications(app))
+        await until(pilot, lambda: "11 shown of 11" in rendered(info), timeout=5)
+
+        # All jobs: on a cancelled (finished) row, c and r are not offered and do nothing.
+        await pilot.press("a")
+        await until(pilot, lambda: len(jobs.keys) == 14)
+        cancelled = {
+            str(r[0]) for r in conn.execute("SELECT id FROM jobs WHERE cancelled_at IS NOT NULL")
+        }
+        jobs.move_cursor(row=next(i for i, k in enumerate(jobs.keys) if k in cancelled))
+        await pilot.pause(0.2)
+        pane = app.query_one("#jobs-pane")
+        assert pane.check_action("cancel", ()) is None and pane.check_action("run_now", ()) is None
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ConfirmScreen)
+        jobs.move_cursor(row=next(i for i, k in enumerate(jobs.keys) if k not in cancelled))
+        await pilot.pause(0.2)
+        assert pane.check_action("cancel", ()) is True
+        assert pane.check_action("run_now", ()) is None  # ready: already due
+
+
+async def test_footer_tells_scopes_and_the_two_pauses_apart(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    add_dead(conn, "webhook", "ConnectTimeout", n=2)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        footer = app.query_one(Footer)
+        await pilot.pause(0.3)
+        assert "Pause kind" in rendered(footer)
+        await goto(app, pilot, "3")
+        await until(pilot, lambda: len(table(app, "#dead-groups").keys) == 2)
+        await pilot.pause(0.3)
+        text = rendered(footer)
+        assert "Requeue GROUP" in text and "Delete GROUP" in text
+        await pilot.press("tab")
+        await pilot.pause(0.3)
+        text = rendered(footer)
+        assert "Requeue GROUP" not in text and "Requeue" in text

@@ -67,3 +67,68 @@ def test_same_text_sees_style_changes() -> None:
     assert not same(Text.assemble(("5", "bold")), Text.assemble("5"))
     assert not same("5", Text("5"))
     assert same(Text.assemble(("a", "dim"), "b"), Text.assemble(("a", "dim"), "b"))
+
+
+def test_coarse_age_ticks_rarely() -> None:
+    from jobtui.tui.texts import coarse_age
+
+    assert [coarse_age(s) for s in (0, 3, 6, 119, 120, 3599, 3600, 90000)] == [
+        "5s", "5s", "10s", "120s", "2m", "59m", "1h00m", "1d1h",
+    ]  # fmt: skip
+    assert coarse_age(None) == "–"
+    # Between 2 min and 1 h the text changes once a minute, not once a second.
+    assert len({coarse_age(s) for s in range(600, 660)}) == 1
+
+
+def test_differing_part_keeps_the_difference_in_view() -> None:
+    from jobtui.tui.texts import differing_part
+
+    head = "ConnectTimeout: host api.example.com did not answer in time while posting "
+    a, b = head + "/orders", head + "/refunds"
+    assert differing_part("short", [a, b], 20) == "short"
+    shown = {differing_part(x, [a, b], 30) for x in (a, b)}
+    assert len(shown) == 2 and all(len(s) <= 30 and s.startswith("…") for s in shown)
+    assert differing_part(a, [a, b], 30).endswith("/orders")
+    assert differing_part(a, [a], 30) == a  # nothing to tell apart: the table cuts the end
+
+
+def test_sort_value_reads_figures_back() -> None:
+    from jobtui.tui.sorting import sort_value
+
+    cells = ["10", "9", "1.2k", "3m", "1h05m", "in 4m", "45s", "12%", "abc", "250ms", "1/5"]
+    ordered = sorted(cells, key=sort_value)
+    assert ordered.index("9") < ordered.index("10") < ordered.index("1.2k")
+    assert ordered.index("in 4m") == 0  # a future time sorts before every age
+    assert ordered.index("45s") < ordered.index("3m") < ordered.index("1h05m")
+    assert ordered[-1] == "abc"  # text after numbers
+    assert sort_value("250ms") < sort_value("1/5")
+
+
+def test_fit_columns_drops_by_priority_and_gives_the_rest_to_flex() -> None:
+    from jobtui.tui.widgets.keyed_table import Column, fit_columns
+
+    cols = [
+        Column("kind", "kind", 10, priority=0),
+        Column("status", "status", 10, priority=0, flex=True),
+        Column("a", "a", 10, priority=2),
+        Column("b", "b", 10, priority=1),
+    ]
+    assert fit_columns(cols, 100, 0) == (["kind", "status", "a", "b"], 52)
+    shown, spare = fit_columns(cols, 41, 0)  # 12 + 12 + 12 (b) + "+1→" 5 = 41
+    assert shown == ["kind", "status", "b"] and spare == 0
+    shown, spare = fit_columns(cols, 20, 0)  # the never-dropped ones shrink the flex column
+    assert shown == ["kind", "status"] and spare == -5  # at most half its width
+
+
+def test_kind_prefix_resolves_or_names_the_candidates() -> None:
+    from jobtui.tui.filters import complete_kind, resolve_kind
+
+    known = ["email.send", "email.digest", "sms.send"]
+    assert parse_job_filter("kind:sms", known).kind == "sms.send"
+    assert parse_dead_filter("kind:EMAIL.S", known).kind == "email.send"
+    with pytest.raises(FilterError, match="matches 2 kinds"):
+        parse_job_filter("kind:email", known)
+    assert resolve_kind("gone.kind", known) == "gone.kind"  # finished-only kinds still work
+    assert resolve_kind("email", []) == "email"  # no list: as typed
+    assert complete_kind("state:ready kind:sm", known) == "state:ready kind:sms.send"
+    assert complete_kind("kind:", known) is None and complete_kind("text", known) is None

@@ -34,9 +34,16 @@ HELP_TEXT = {
     "back": "back (focus the main table)",
     "down": "cursor down",
     "up": "cursor up",
-    "first": "first row",
+    "first": "first row, and back to the left edge",
     "last": "last row (loads more pages)",
     "mark": "mark / unmark the row, then move down",
+    "sort": "sort by the next column (header ▲); after the last, the tab's own order",
+    "sort.reverse": "reverse the sort (header ▼)",
+    "wide": "all columns, scrolled sideways with ← →; again: fit the screen (+N→ = hidden)",
+    "jobs.all": "unfinished jobs (the default) / all jobs",
+    "jobs.oldest": "ready jobs, longest waiting first (of the pages loaded)",
+    "requeue.group": "requeue every dead letter of the group, or all matching (asks)",
+    "delete.group": "delete every dead letter of the group, or all matching (asks)",
     "pause_kind": "pause / resume the kind under the cursor",
     "kind_limits": "set / clear the kind's concurrency and rate limits (asks)",
     "schedule.pause": "pause / resume the schedule under the cursor (asks)",
@@ -46,8 +53,8 @@ HELP_TEXT = {
     "run_now": "run now: make scheduled / retrying jobs due",
     "clear_marks": "clear all marks",
     "next_page": "load the next page",
-    "requeue": "requeue group / marked / cursor row / all matching (asks)",
-    "delete": "delete, same choices (asks, cannot be undone)",
+    "requeue": "requeue the marked rows or the cursor row (asks)",
+    "delete": "delete the marked rows or the cursor row (asks, cannot be undone)",
     "export": "export selected or matching rows to JSONL or CSV",
     "detail.back": "back",
     "detail.cancel": "cancel this job",
@@ -59,7 +66,12 @@ HELP_TEXT = {
 
 HELP_NOTES = [
     "Filters (/): jobs — state:ready,running kind:NAME key:UNIQUE-KEY and free text (an id, "
-    "payload or error text); dead letters — kind:NAME error:TEXT sig:SIGNATURE and free text.",
+    "payload or error text); dead letters — kind:NAME error:TEXT sig:SIGNATURE and free text. "
+    "kind: may be the start of a kind's name (kind:email is email.send); → completes it.",
+    "Columns: what says something is wrong comes first and stays; others drop on a narrow "
+    "screen, and +N→ in the header counts them (w shows them all).",
+    "After an action the cursor stays put: a row that went is shown struck through until "
+    "the cursor moves, and keys do nothing on it.",
     "Bulk and destructive actions ask first, name the exact count, and let you choose between "
     "exactly the selected rows and every row matching now.",
     "Throughput (done/m), failure rates and p50/p95 count jobs finished by jobtui's own "

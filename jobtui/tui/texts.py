@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.text import Span, Text
 
+from jobtui.config import format_duration
+
 TextKey = tuple[str, str, tuple[Span, ...]]
 
 
@@ -20,3 +22,51 @@ def text_key(text: Text) -> TextKey:
 def same(a: object, b: Text) -> bool:
     """Whether `a` is a Text that looks exactly like `b`."""
     return isinstance(a, Text) and text_key(a) == text_key(b)
+
+
+SECONDS_STEP = 5
+
+
+def coarse_age(seconds: float | None) -> str:
+    """An age that changes as rarely as it can while still telling young from old.
+
+    A cell that ticks redraws on every refresh: over SSH that is most of what an idle console
+    sends. Under two minutes it counts in steps of 5 s (rounded up, so a fresh age is never
+    shown as 0), then minutes under a day (no seconds), then days and hours: `5s`, `45s`,
+    `17m`, `3h05m`, `2d4h`.
+    """
+    if seconds is None:
+        return "–"
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP)}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    return format_duration(s)  # hours and minutes, days and hours
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def differing_part(text: str, others: list[str], width: int) -> str:
+    """`text` cut to `width` so that what sets it apart from `others` stays in view.
+
+    Error signatures of one kind often share a long beginning (`ConnectTimeout: host …`):
+    cut at the end, several read the same. When the first difference lies beyond the width,
+    the text is shown from a little before it, after an `…`.
+    """
+    if width <= 0 or len(text) <= width:
+        return text
+    shared = max((_common_prefix(text, o) for o in others if o != text), default=0)
+    if shared < width - 1:
+        return text  # the difference is in view; the table cuts the end
+    start = min(shared - width // 3, len(text) - (width - 1))
+    tail = text[start : start + width - 1]
+    out = "…" + tail
+    return out if start + width - 1 >= len(text) else out[: width - 1] + "…"

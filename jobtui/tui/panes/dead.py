@@ -22,10 +22,10 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.events import DescendantFocus
 from textual.widgets import DataTable
 
 from jobtui import browse
-from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
 from jobtui.models import DeadFilter, DeadGroup, DeadLetterRow
 from jobtui.tui.actions import DELETE, REQUEUE
@@ -33,10 +33,10 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
-from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.server import server_now
-from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.texts import coarse_age, differing_part
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 ALL = "*"
 HINT = "kind:NAME  key:UNIQUE-KEY  error:TEXT  sig:SIGNATURE  free text (id or payload text)"
@@ -57,8 +57,13 @@ class DeadData:
 class DeadPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="filter"),
+        # One key, two scopes: on the rows table r/d act on the marked rows or the cursor row;
+        # on the groups table on every dead letter of the group (or all matching), and the
+        # footer says so in capitals.
         Binding("r", "requeue", "Requeue", id="requeue"),
+        Binding("r", "requeue_group", "Requeue GROUP…", id="requeue.group"),
         Binding("d", "delete", "Delete", id="delete"),
+        Binding("d", "delete_group", "Delete GROUP…", id="delete.group"),
         Binding("e", "export", "Export", id="export"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
         Binding("right_square_bracket,n", "next_page", "More", show=False, id="next_page"),
@@ -72,6 +77,7 @@ class DeadPane(Pane):
         self.groups: dict[str, DeadGroup] = {}
         self.pages = 1
         self.more = False
+        self._table = "dead-groups"
 
     def compose(self) -> ComposeResult:
         yield InfoLine(id="dead-info", classes="info")
@@ -80,20 +86,20 @@ class DeadPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#dead-groups", KeyedTable).setup_columns(
-            ("kind", "kind", 16),
-            ("count", "count", 7),
-            ("sig", "error signature", 60),
-            ("last", "last", 8),
-            ("first", "first", 8),
+            Column("kind", "kind", 15, priority=0),
+            Column("count", "count", 6, priority=0),
+            Column("sig", "error signature", 24, priority=0, flex=True),
+            Column("last", "last", 6, priority=1),
+            Column("first", "first", 6, priority=2),
         )
         self.query_one("#dead-rows", KeyedTable).setup_columns(
-            ("id", "id", 9),
-            ("kind", "kind", 16),
-            ("reason", "reason", 11),
-            ("att", "att", 5),
-            ("died", "died ago", 8),
-            ("error", "error", 36),
-            ("payload", "payload", 40),
+            Column("id", "id", 6, priority=0),
+            Column("kind", "kind", 15, priority=0),
+            Column("died", "died ago", 8, priority=1),
+            Column("error", "error", 20, priority=0, flex=True),
+            Column("payload", "payload", 30, priority=2),
+            Column("reason", "reason", 9, priority=3),
+            Column("att", "att", 5, priority=4),
         )
         self.query_one("#dead-groups").border_title = "groups"
         self.query_one("#dead-rows").border_title = "dead letters"
@@ -120,7 +126,7 @@ class DeadPane(Pane):
         now = data.now
 
         def ago(ts: datetime) -> Text:
-            return Text(format_duration((now - ts).total_seconds()))
+            return Text(coarse_age((now - ts).total_seconds()))
 
         self.groups = {group_key(g.kind, g.error_signature): g for g in data.groups}
         total = sum(g.count for g in data.groups)
@@ -136,14 +142,16 @@ class DeadPane(Pane):
                 ],
             )
         ]
-        for g in data.groups:
+        sig_width = self.query_one("#dead-groups", KeyedTable).width_of("sig")
+        signatures = [one_line(g.error_signature, 400) for g in data.groups]
+        for g, signature in zip(data.groups, signatures, strict=True):
             group_rows.append(
                 (
                     group_key(g.kind, g.error_signature),
                     [
                         inert(g.kind, style="bold"),
                         Text(f"{g.count:,}", style=st.error),
-                        Text(one_line(g.error_signature, 200)),
+                        Text(differing_part(signature, signatures, sig_width)),
                         ago(g.last_seen),
                         ago(g.first_seen),
                     ],
@@ -151,19 +159,21 @@ class DeadPane(Pane):
             )
         self.query_one("#dead-groups", KeyedTable).sync(group_rows)
         self.more = data.more
+        error_width = self.query_one("#dead-rows", KeyedTable).width_of("error")
+        errors = [one_line(d.last_error or "", 400) for d in data.rows]
         rows = []
-        for d in data.rows:
+        for d, error in zip(data.rows, errors, strict=True):
             rows.append(
                 (
                     str(d.id),
                     [
                         Text(str(d.id)),
                         inert(d.kind, style="bold"),
+                        ago(d.died_at),
+                        Text(differing_part(error, errors, error_width), style=st.danger),
+                        Text(payload_preview(d.payload), style=st.muted),
                         Text(d.reason, style=st.warning),
                         Text(f"{d.attempts}/{d.max_attempts}"),
-                        ago(d.died_at),
-                        Text(one_line(d.last_error or "", 160), style=st.danger),
-                        Text(payload_preview(d.payload), style=st.muted),
                     ],
                 )
             )
@@ -189,8 +199,13 @@ class DeadPane(Pane):
     # --- selection -----------------------------------------------------------------------
 
     def _focused_table(self) -> str:
-        focused = self.app.focused
-        return focused.id if focused is not None and focused.id else "dead-groups"
+        """The table the operator is in: the one focused last (while the command palette or
+        a dialog has the focus, still that one)."""
+        return self._table
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        if isinstance(event.widget, KeyedTable) and event.widget.id:
+            self._table = event.widget.id
 
     def current_group(self) -> DeadGroup | None:
         key = self.query_one("#dead-groups", KeyedTable).current_key
@@ -198,6 +213,8 @@ class DeadPane(Pane):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "dead-groups":
+            if self.query_one("#dead-groups", KeyedTable).on_ghost:
+                return  # the group just went (requeued, deleted): its rows list stays
             key = event.row_key.value
             group = self.groups.get(key) if key and key != ALL else None
             new = (group.kind, group.error_signature) if group else None
@@ -205,6 +222,7 @@ class DeadPane(Pane):
                 self.group = new
                 self.pages = 1
                 self.query_one("#dead-rows", KeyedTable).clear_marks()
+                self.query_one("#dead-rows", KeyedTable).new_view()
                 self._info()
                 self.console.refresh_now()
         elif event.data_table.id == "dead-rows":
@@ -228,20 +246,25 @@ class DeadPane(Pane):
         self.flt = flt
         self.pages = 1
         self.query_one("#dead-rows", KeyedTable).clear_marks()
+        for table in self.query(KeyedTable):
+            table.new_view()
         self._info()
         self.console.refresh_now()
 
     def action_filter(self) -> None:
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.set_filter(parse_dead_filter(text))
+        kinds = sorted({g.kind for g in self.groups.values()})
+        ask_filter(
+            self, "filter dead letters", format_dead_filter(self.flt), HINT, parse_dead_filter,
+            kinds, self.set_filter,
+        )  # fmt: skip
 
-        self.app.push_screen(
-            FilterScreen(
-                "filter dead letters", format_dead_filter(self.flt), HINT, parse_dead_filter
-            ),
-            done,
-        )
+    def _gone(self) -> bool:
+        """The cursor is on a row an action just removed: keys do nothing there (the next
+        row has not moved under the cursor, so a repeated key acts on nothing)."""
+        if any(t.has_focus and t.on_ghost for t in self.query(KeyedTable)):
+            self.app.notify("That row is gone; move the cursor to another.", timeout=3)
+            return True
+        return False
 
     def _target(self) -> tuple[list[int], DeadFilter, str | None]:
         """(ids, matching filter, group label): what an action under the cursor applies to."""
@@ -254,15 +277,38 @@ class DeadPane(Pane):
         flt = replace(self.flt, kind=group.kind, signature=group.error_signature)
         return [], flt, f"{group.kind}: {group.error_signature}"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        allowed = super().check_action(action, parameters)
+        if not allowed:
+            return allowed
+        on_rows = self._focused_table() == "dead-rows"
+        if action in ("requeue", "delete"):
+            return on_rows
+        if action in ("requeue_group", "delete_group"):
+            return not on_rows
+        return True
+
+    def action_requeue_group(self) -> None:
+        self.action_requeue()
+
+    def action_delete_group(self) -> None:
+        self.action_delete()
+
     def action_requeue(self) -> None:
+        if self._gone():
+            return
         ids, flt, label = self._target()
         self.post_message(WriteAsked(REQUEUE, ids, flt, group=label))
 
     def action_delete(self) -> None:
+        if self._gone():
+            return
         ids, flt, label = self._target()
         self.post_message(WriteAsked(DELETE, ids, flt, group=label))
 
     def action_export(self) -> None:
+        if self._gone():
+            return
         ids, flt, label = self._target()
         self.post_message(ExportAsked(ids, flt, label))
 
@@ -290,8 +336,8 @@ class DeadPane(Pane):
         else:
             what = f"group {label}" if label else "all matching dead letters"
             out += [
-                (f"Requeue {what}…", "asks first, names the count", "requeue"),
-                (f"Delete {what}…", "asks first, names the count", "delete"),
+                (f"Requeue {what}…", "asks first, names the count", "requeue_group"),
+                (f"Delete {what}…", "asks first, names the count", "delete_group"),
                 (f"Export {what}…", "JSON lines or CSV", "export"),
             ]
         return out

@@ -1,19 +1,26 @@
 """Jobs tab: a filtered, keyset-paged browser of the `jobs` table, newest first.
 
+It opens on the unfinished jobs (what may need an operator); `a` toggles to every job.
+
 BINDINGS:
-    /          filter (state:ready,running kind:email free text)
+    /          filter (state:ready,running kind:email free text; kind: completes)
+    a          unfinished jobs / all jobs
+    o          the oldest ready jobs first (filter state:ready, sorted by wait)
     enter      detail
     space      mark
     u          clear marks
     c          cancel the marked jobs or the one under the cursor (asks first)
     r          run now (makes scheduled/retrying jobs ready at once)
     ] / n      load the next page (also when the cursor reaches the last row)
+
+`c` and `r` are offered only when they can apply to the selection: a finished job cannot be
+cancelled, and only a job waiting for a later time can be run now.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import ClassVar
 
@@ -23,20 +30,22 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from jobtui import browse
-from jobtui.config import format_duration
 from jobtui.inert import inert, one_line, payload_preview
-from jobtui.models import JobFilter, JobRow
+from jobtui.models import PENDING_STATES, JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, load_pages
-from jobtui.tui.screens.filter_prompt import FilterScreen
+from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.server import server_now
-from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.texts import coarse_age
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 COUNT_EVERY_S = 30.0
+UNFINISHED = JobFilter(states=PENDING_STATES)
+CANCELLABLE = frozenset({"ready", "scheduled", "retrying", "running", "exhausted"})
+RUNNABLE_NOW = frozenset({"scheduled", "retrying"})
 HINT = (
     "state:ready,scheduled,retrying,running,exhausted,succeeded,cancelled  kind:NAME  "
     "key:UNIQUE-KEY  free text (id, payload, error)"
@@ -49,11 +58,14 @@ class JobsData:
     more: bool
     total: int | None
     now: datetime  # the server's clock: every age is measured against it
+    kinds: list[str] | None  # the known kinds, when they were read again
 
 
 class JobsPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "filter", "Filter", id="filter"),
+        Binding("a", "toggle_all", "All/unfinished", id="jobs.all"),
+        Binding("o", "oldest_ready", "Oldest ready", show=False, id="jobs.oldest"),
         Binding("c", "cancel", "Cancel", id="cancel"),
         Binding("r", "run_now", "Run now", id="run_now"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
@@ -63,12 +75,16 @@ class JobsPane(Pane):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.flt = JobFilter()
+        self.flt = UNFINISHED
         self.pages = 1
         self.more = False
         self.total: int | None = None
+        self.kinds: list[str] = []
+        self.states: dict[str, str] = {}  # row key → state as shown
         self._counted_at = 0.0
         self._count_for: JobFilter | None = None
+        self._counted_rows: tuple[tuple[int, str], ...] = ()
+        self._offered: tuple[bool, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield InfoLine(id="jobs-info", classes="info")
@@ -76,14 +92,14 @@ class JobsPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#jobs-table", KeyedTable).setup_columns(
-            ("id", "id", 9),
-            ("kind", "kind", 16),
-            ("state", "state", 10),
-            ("att", "att", 5),
-            ("when", "when", 10),
-            ("error", "last error", 30),
-            ("payload", "payload", 40),
-            ("worker", "worker", 22),
+            Column("id", "id", 6, priority=0),
+            Column("kind", "kind", 15, priority=0),
+            Column("state", "state", 10, priority=0),
+            Column("when", "when", 8, priority=1),
+            Column("error", "last error", 20, priority=0, flex=True),
+            Column("payload", "payload", 30, priority=2),
+            Column("att", "att", 5, priority=3),
+            Column("worker", "worker", 22, priority=4),
         )
         self._info()
 
@@ -100,16 +116,27 @@ class JobsPane(Pane):
         more = before is not None
         total = self.total
         now = time.monotonic()
+        seen = tuple((r.id, r.state) for r in rows)
+        kinds = None
         if self.flt.text:
             total = None  # counting a text search means scanning every row; not per refresh
-        elif self._count_for != self.flt or now - self._counted_at > COUNT_EVERY_S:
+        elif (
+            self._count_for != self.flt
+            or seen != self._counted_rows  # rows came, went or changed state: a write
+            or now - self._counted_at > COUNT_EVERY_S
+        ):
             total = await link.run(browse.count_jobs, self.flt)
+            kinds = await link.run(browse.kinds)
             self._counted_at, self._count_for = now, self.flt
-        return JobsData(rows, more, total, await link.run(server_now))
+        self._counted_rows = seen
+        return JobsData(rows, more, total, await link.run(server_now), kinds)
 
     def show(self, data: JobsData) -> None:
         self.more = data.more
         self.total = data.total
+        if data.kinds is not None:
+            self.kinds = data.kinds
+        self.states = {}
         st = cell_styles(self.app)
         now = data.now
         rows = []
@@ -122,14 +149,15 @@ class JobsPane(Pane):
                 "exhausted": st.error,
             }.get(job.state, "")
             if job.state == "running" and job.locked_at is not None:
-                when = format_duration((now - job.locked_at).total_seconds())
+                when = coarse_age((now - job.locked_at).total_seconds())
             elif job.state in ("scheduled", "retrying") and job.run_at > now:
-                when = "in " + format_duration((job.run_at - now).total_seconds())
+                when = "in " + coarse_age((job.run_at - now).total_seconds())
             elif job.finished_at is not None:
-                when = format_duration((now - job.finished_at).total_seconds()) + " ago"
+                when = coarse_age((now - job.finished_at).total_seconds()) + " ago"
             else:
-                when = format_duration((now - job.run_at).total_seconds())
+                when = coarse_age((now - job.run_at).total_seconds())
             state = "cancelling" if job.cancel_requested and job.state == "running" else job.state
+            self.states[str(job.id)] = state
             rows.append(
                 (
                     str(job.id),
@@ -137,36 +165,65 @@ class JobsPane(Pane):
                         Text(str(job.id)),
                         inert(job.kind, style="bold"),
                         Text(state, style=state_style),
-                        Text(f"{job.attempts}/{job.max_attempts}"),
                         Text(when),
                         Text(
                             one_line(job.last_error or "", 120),
                             style=st.danger if job.last_error else "",
                         ),
                         Text(payload_preview(job.payload), style=st.muted),
+                        Text(f"{job.attempts}/{job.max_attempts}"),
                         inert(job.locked_by or "", style=st.muted),
                     ],
                 )
             )
         self.query_one("#jobs-table", KeyedTable).sync(rows)
         self._info()
+        self._offer()
+
+    def _applies(self, fits: frozenset[str]) -> bool:
+        keys = self.query_one("#jobs-table", KeyedTable).selection()
+        return any(self.states.get(k) in fits for k in keys)
+
+    def _offer(self) -> None:
+        """Redraw the footer when what `c` and `r` can do changed (not on every refresh: a
+        footer redraw is a full line sent to the terminal)."""
+        offered = (self._applies(CANCELLABLE), self._applies(RUNNABLE_NOW))
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        allowed = super().check_action(action, parameters)
+        if not allowed or action not in ("cancel", "run_now"):
+            return allowed
+        fits = CANCELLABLE if action == "cancel" else RUNNABLE_NOW
+        # None: shown greyed in the footer, and the key does nothing.
+        return True if self._applies(fits) else None
 
     def _info(self) -> None:
         table = self.query_one("#jobs-table", KeyedTable)
         shown = len(table.keys)
-        text = format_job_filter(self.flt)
         of = "" if self.total is None else f" of {self.total:,}"
-        parts: list[Text | str] = [
-            Text("filter ", style="dim"),
-            inert(text or "none (all jobs)", style="bold"),
-            Text(f"   {shown:,} shown{of}", style="dim"),
-        ]
+        parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
+        parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
+        if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
+            parts.append(Text("  (no such kind has unfinished jobs)", style="bold"))
         if self.more:
             more = "search older rows" if self.flt.text else "more"
             parts.append(Text(f"  · ] {more}", style="dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)
+
+    def _filter_text(self) -> Text:
+        if self.flt == UNFINISHED:
+            return Text("unfinished jobs (a: all)", style="bold")
+        if self.flt.states == UNFINISHED.states:
+            rest = format_job_filter(
+                JobFilter(kind=self.flt.kind, text=self.flt.text, unique_key=self.flt.unique_key)
+            )
+            return Text.assemble(("unfinished ", "bold"), inert(rest, style="bold"))
+        return inert(format_job_filter(self.flt) or "none (all jobs)", style="bold")
 
     # --- actions -------------------------------------------------------------------------
 
@@ -175,18 +232,31 @@ class JobsPane(Pane):
         self.pages = 1
         table = self.query_one("#jobs-table", KeyedTable)
         table.clear_marks()
+        table.new_view()
         table.move_cursor(row=0)
         self._info()
         self.console.refresh_now()
 
     def action_filter(self) -> None:
-        def done(text: str | None) -> None:
-            if text is not None:
-                self.set_filter(parse_job_filter(text))
+        ask_filter(
+            self, "filter jobs", format_job_filter(self.flt), HINT, parse_job_filter, self.kinds,
+            self.set_filter,
+        )  # fmt: skip
 
-        self.app.push_screen(
-            FilterScreen("filter jobs", format_job_filter(self.flt), HINT, parse_job_filter), done
-        )
+    def action_toggle_all(self) -> None:
+        """Unfinished jobs ⇄ every job, keeping the kind, key and text of the filter."""
+        states = () if self.flt.states == UNFINISHED.states else UNFINISHED.states
+        self.set_filter(replace(self.flt, states=states))
+
+    def action_oldest_ready(self) -> None:
+        """The ready jobs, longest waiting first: filter state:ready and sort by `when` ▼.
+
+        The order is of the rows loaded (newest pages first; `]` loads older ones), which are
+        the oldest when the ready jobs fit in the pages shown.
+        """
+        table = self.query_one("#jobs-table", KeyedTable)
+        self.set_filter(replace(self.flt, states=("ready",)))
+        table.sort_by("when", reverse=True)
 
     def _selected_ids(self) -> list[int]:
         return [int(k) for k in self.query_one("#jobs-table", KeyedTable).selection()]
@@ -211,8 +281,10 @@ class JobsPane(Pane):
 
     def on_keyed_table_marks_changed(self, event: KeyedTable.MarksChanged) -> None:
         self._info()
+        self._offer()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._offer()
         table = self.query_one("#jobs-table", KeyedTable)
         if self.more and event.cursor_row >= table.row_count - 1:
             self.action_next_page()
@@ -228,8 +300,10 @@ class JobsPane(Pane):
         out = [("Filter jobs…", "state, kind, text", "filter")]
         if ids and not self.console.read_only:
             what = f"{len(ids)} marked jobs" if table.marked else f"job #{ids[0]}"
-            out.append((f"Cancel {what}", "asks first", "cancel"))
-            out.append((f"Run now {what}", "asks first", "run_now"))
+            if self._applies(CANCELLABLE):
+                out.append((f"Cancel {what}", "asks first", "cancel"))
+            if self._applies(RUNNABLE_NOW):
+                out.append((f"Run now {what}", "asks first", "run_now"))
         if self.more:
             out.append(("Load next page", "keyset paging", "next_page"))
         return out

@@ -36,7 +36,8 @@ class KindsPane(Pane):
     """A pane showing a `Snapshot` with a table of kinds (`kinds_table`, keyed by kind)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("P", "toggle_pause_kind", "Pause/resume kind", id="pause_kind"),
+        # "kind" in the footer: `p` (the app's) pauses the refresh, `P` the kind.
+        Binding("P", "toggle_pause_kind", "Pause kind", id="pause_kind"),
         Binding("L", "set_limits", "Limits", id="kind_limits"),
     ]
     kinds_table = ""

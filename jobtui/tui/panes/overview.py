@@ -15,18 +15,21 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.events import Resize
 from textual.widgets import DataTable
 
-from jobtui.config import format_duration
 from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import cell_styles, level_of
 from jobtui.tui.panes.kinds import KindsPane, limit_text
-from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.texts import coarse_age
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
 
 FAILING_RATE = 0.10
+NARROW_BELOW = 80  # columns: tiles on one line each, below this
+SPARKS_FROM_ROWS = 24  # rows: sparklines only on a screen at least this tall
 
 
 def compact(n: float) -> str:
@@ -53,10 +56,10 @@ class OverviewPane(KindsPane):
         with Horizontal(id="tiles"):
             yield Tile("ready", id="t-ready")
             yield Tile("sched", id="t-scheduled")
-            yield Tile("running", id="t-running")
+            yield Tile("running", "run", id="t-running")
             yield Tile("retry", id="t-retrying")
             yield Tile("dead", id="t-dead")
-            yield Tile("oldest", id="t-oldest")
+            yield Tile("oldest", "old", id="t-oldest")
             yield Tile("done/m", id="t-done")
             yield Tile("fail", id="t-fail")
         with Horizontal(id="sparks"):
@@ -66,21 +69,31 @@ class OverviewPane(KindsPane):
         yield KeyedTable(id="kinds")
 
     def on_mount(self) -> None:
+        # What says something is wrong first (status: FAIL, PAUSED, no worker; the oldest
+        # ready age); it takes the spare width. The rest drop from the right as space runs out.
         self.query_one("#kinds", KeyedTable).setup_columns(
-            ("kind", "kind", 16),
-            ("ready", "ready", 6),
-            ("running", "run", 4),
-            ("retrying", "retry", 5),
-            ("dead", "dead", 5),
-            ("oldest", "oldest", 7),
-            ("fail", "fail%", 5),
-            ("done", "done/m", 6),
-            ("p50", "p50", 6),
-            ("p95", "p95", 6),
-            ("limit", "limit", 9),
-            # Last, so the figures fit in 80 columns; notes spell out what is wrong.
-            ("status", "status", None),
+            Column("kind", "kind", 15, priority=0),
+            Column("ready", "ready", 5, priority=1),
+            Column("status", "status", 27, priority=0, flex=True),
+            Column("oldest", "oldest", 6, priority=0),
+            Column("dead", "dead", 5, priority=2),
+            Column("fail", "fail%", 5, priority=3),
+            Column("running", "run", 4, priority=4),
+            Column("retrying", "retry", 5, priority=4),
+            Column("done", "done/m", 6, priority=5),
+            Column("limit", "limit", 9, priority=6),
+            Column("p95", "p95", 6, priority=7),
+            Column("p50", "p50", 6, priority=8),
         )
+
+    def on_resize(self, event: Resize) -> None:
+        """Below 80 columns the tiles go one line each, four to a row; on a short screen the
+        sparklines make way for the kinds (what is wrong is in the table, not the trend)."""
+        narrow = self.app.size.width < NARROW_BELOW
+        self.query_one("#tiles").set_class(narrow, "-narrow")
+        for tile in self.query(Tile):
+            tile.set_narrow(narrow)
+        self.query_one("#sparks").display = self.app.size.height >= SPARKS_FROM_ROWS
 
     def _trouble(self, k: KindFigures) -> int:
         cfg = self.console.config
@@ -107,13 +120,17 @@ class OverviewPane(KindsPane):
             ("#t-retrying", t.retrying),
         ):
             self.query_one(tile_id, Tile).set(compact(value))
-        self.query_one("#t-dead", Tile).set(compact(t.dead), "crit" if t.dead else None)
+        self.query_one("#t-dead", Tile).set(
+            compact(t.dead), "crit" if t.dead else None, " ✗" if t.dead else ""
+        )
         level = level_of(snap.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
-        note = {"ok": "", "warn": "!", "crit": "!!"}[level]
-        self.query_one("#t-oldest", Tile).set(format_duration(snap.oldest_ready_age_s), level, note)
+        note = {"ok": "", "warn": " !", "crit": " !!"}[level]
+        self.query_one("#t-oldest", Tile).set(coarse_age(snap.oldest_ready_age_s), level, note)
         self.query_one("#t-done", Tile).set(compact(round(snap.done_per_min, 1)))
         fail_level = "crit" if snap.failure_rate >= FAILING_RATE else None
-        self.query_one("#t-fail", Tile).set(f"{snap.failure_rate * 100:.1f}%", fail_level)
+        self.query_one("#t-fail", Tile).set(
+            f"{snap.failure_rate * 100:.1f}%", fail_level, " ✗" if fail_level else ""
+        )
 
         history = snap.history
         depth = [float(p.ready or 0) for p in history]
@@ -124,17 +141,17 @@ class OverviewPane(KindsPane):
         )
         self.query_one("#s-oldest", Spark).set(
             oldest,
-            format_duration(snap.oldest_ready_age_s),
-            format_duration(max(oldest, default=0)),
+            coarse_age(snap.oldest_ready_age_s),
+            coarse_age(max(oldest, default=0)),
         )
         self.query_one("#s-done", Spark).set(
             done, f"{compact(round(snap.done_per_min, 1))}/m", compact(max(done, default=0))
         )
 
         st = cell_styles(self.app)
-        kinds = sorted(
-            snap.kinds, key=lambda k: (-self._trouble(k), -(k.oldest_ready_age_s or 0), k.kind)
-        )
+        # By trouble, then by name: not by age, which changes on every refresh and would
+        # re-sort the rows under the operator's cursor.
+        kinds = sorted(snap.kinds, key=lambda k: (-self._trouble(k), k.kind))
         rows = []
         for k in kinds:
             failing = k.failure_rate >= FAILING_RATE
@@ -142,13 +159,14 @@ class OverviewPane(KindsPane):
             row_style = st.error if failing else ""
             notes = []
             if failing:
-                notes.append("FAIL")
+                notes.append("✗ FAIL")
             if k.paused:
-                notes.append("PAUSED")
+                notes.append("⏸ PAUSED")
             if k.exhausted:
                 notes.append(f"{compact(k.exhausted)} EXHAUSTED")
             if not k.handled:
-                notes.append("no worker handles this kind")
+                # In full when it is the only note; short next to others, so all fit.
+                notes.append("no worker" if notes else "no worker handles this kind")
             status_style = (
                 st.error
                 if failing
@@ -162,16 +180,16 @@ class OverviewPane(KindsPane):
                     [
                         name,
                         Text(compact(k.ready), style=row_style),
+                        Text(", ".join(notes) or "ok", style=status_style),
+                        Text(coarse_age(k.oldest_ready_age_s), style=age_style),
+                        Text(compact(k.dead), style=st.error if k.dead else row_style),
+                        Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
                         Text(compact(k.running), style=row_style),
                         Text(compact(k.retrying), style=row_style),
-                        Text(compact(k.dead), style=st.error if k.dead else row_style),
-                        Text(format_duration(k.oldest_ready_age_s), style=age_style),
-                        Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
                         Text(compact(round(k.done_per_min, 1)), style=row_style),
-                        Text(_ms(k.p50_ms), style=row_style),
-                        Text(_ms(k.p95_ms), style=row_style),
                         Text(limit_text(k), style=st.accent),
-                        Text(", ".join(notes) or "ok", style=status_style),
+                        Text(_ms(k.p95_ms), style=row_style),
+                        Text(_ms(k.p50_ms), style=row_style),
                     ],
                 )
             )

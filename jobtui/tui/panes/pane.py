@@ -6,8 +6,9 @@ so rendering never waits on the database and the next poll starts only after `sh
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
 
 from rich.text import Text
 from textual.containers import Vertical
@@ -16,12 +17,18 @@ from textual.widgets import Static
 from jobtui.models import Page
 from jobtui.tui.connection import Link
 from jobtui.tui.host import Host, host
+from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.texts import same
+from jobtui.tui.widgets.keyed_table import KeyedTable
+
+F = TypeVar("F")
 
 WRITE_ACTIONS = frozenset(
     {
         "requeue",
+        "requeue_group",
         "delete",
+        "delete_group",
         "cancel",
         "run_now",
         "toggle_pause_kind",
@@ -57,6 +64,32 @@ class Pane(Vertical):
     def palette_commands(self) -> list[tuple[str, str, str]]:
         """(title, help, action) the command palette offers for the current selection."""
         return []
+
+    def on_keyed_table_relaid(self, event: KeyedTable.Relaid) -> None:
+        """Columns came or went, or changed width: show the cells again, fitted to them."""
+        if self.is_attached and self.region.area:  # the tab on screen (others have no area)
+            self.console.refresh_now()
+
+
+def ask_filter(
+    pane: Pane,
+    title: str,
+    current: str,
+    hint: str,
+    parse: Callable[[str, Sequence[str]], F],
+    kinds: Sequence[str],
+    apply: Callable[[F], None],
+) -> None:
+    """The `/` prompt for a pane: `parse` checks the text as it is accepted (with the known
+    `kinds`, so `kind:` may be a prefix) and `apply` gets the filter."""
+    known = list(kinds)
+
+    def done(text: str | None) -> None:
+        if text is not None:
+            apply(parse(text, known))
+
+    check = partial(parse, kinds=known)  # type: ignore[call-arg]
+    pane.app.push_screen(FilterScreen(title, current, hint, check, known), done)
 
 
 # A text search scans a bounded range of ids per call (browse.SEARCH_SCOPE) and may return a

@@ -20,7 +20,6 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from jobtui import schedules
-from jobtui.config import format_duration
 from jobtui.inert import inert
 from jobtui.models import ScheduleRow
 from jobtui.tui.connection import Link
@@ -28,6 +27,7 @@ from jobtui.tui.host import DetailAsked, ScheduleAsked
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, WrappingInfo
 from jobtui.tui.server import age_s, server_now
+from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 
@@ -41,7 +41,7 @@ def _relative(now: datetime, ts: datetime | None) -> str:
     if ts is None:
         return "–"
     delta = age_s(now, ts)
-    return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
+    return f"{coarse_age(delta)} ago" if delta >= 0 else f"in {coarse_age(-delta)}"
 
 
 LATE_AFTER_S = 5.0
@@ -54,10 +54,10 @@ def _next_run(now: datetime, row: ScheduleRow, st: CellStyles) -> Text:
         return Text("–", style=st.muted)
     overdue = age_s(now, row.next_tick)
     if overdue < 0:
-        return Text(f"in {format_duration(-overdue)}")
+        return Text(f"in {coarse_age(-overdue)}")
     if overdue < LATE_AFTER_S:
         return Text("due")
-    return Text(f"late {format_duration(overdue)}", style=st.warning)
+    return Text(f"late {coarse_age(overdue)}", style=st.warning)
 
 
 class SchedulesPane(Pane):

@@ -17,13 +17,13 @@ from collections import Counter
 from rich.text import Text
 from textual.app import ComposeResult
 
-from jobtui.config import format_duration
 from jobtui.inert import inert, one_line
 from jobtui.models import Snapshot, WorkerRow
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.panes.pane import WrappingInfo
-from jobtui.tui.widgets.keyed_table import KeyedTable
+from jobtui.tui.texts import coarse_age
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 
 class WorkersPane(KindsPane):
@@ -37,25 +37,25 @@ class WorkersPane(KindsPane):
 
     def on_mount(self) -> None:
         self.query_one("#workers-table", KeyedTable).setup_columns(
-            ("id", "id", 20),
-            ("hb", "heartbeat", 11),
-            ("running", "run/max", 7),
-            ("wake", "woken by", 10),
-            ("abandoned", "aband", 5),
-            ("errors", "out.err", 7),
-            ("kinds", "kinds", 24),
-            ("host", "host", 14),
-            ("pid", "pid", 7),
-            ("up", "up", 8),
+            Column("id", "id", 20, priority=0),
+            Column("hb", "heartbeat", 11, priority=0),
+            Column("running", "run/max", 7, priority=1),
+            Column("wake", "woken by", 10, priority=1),
+            Column("abandoned", "aband", 5, priority=2),
+            Column("errors", "out.err", 7, priority=2),
+            Column("kinds", "kinds", 16, priority=3, flex=True),
+            Column("host", "host", 14, priority=4),
+            Column("pid", "pid", 7, priority=5),
+            Column("up", "up", 6, priority=4),
         )
         self.query_one("#worker-kinds", KeyedTable).setup_columns(
-            ("kind", "kind", 18),
-            ("state", "state", 7),
-            ("workers", "workers", 7),
-            ("ready", "ready", 7),
-            ("running", "running", 7),
-            ("dead", "dead", 7),
-            ("limit", "limit", 9),
+            Column("kind", "kind", 18, priority=0),
+            Column("state", "state", 7, priority=0),
+            Column("workers", "workers", 7, priority=0),
+            Column("ready", "ready", 7, priority=1),
+            Column("running", "running", 7, priority=2),
+            Column("dead", "dead", 7, priority=1),
+            Column("limit", "limit", 9, priority=3),
         )
         self.query_one("#workers-table").border_title = "workers"
         self.query_one("#worker-kinds").border_title = "kinds (P pause/resume · L limits)"
@@ -71,7 +71,7 @@ class WorkersPane(KindsPane):
             if not w.stale:
                 serving.update(set(w.kinds))
             style = st.error if w.stale else ""
-            hb = format_duration(w.heartbeat_age_s) + (" STALE" if w.stale else "")
+            hb = coarse_age(w.heartbeat_age_s) + (" STALE" if w.stale else "")
             rows.append(
                 (
                     w.id,
@@ -85,7 +85,7 @@ class WorkersPane(KindsPane):
                         inert(", ".join(w.kinds) or "*", style=style),
                         inert(w.host, style=style),
                         Text(str(w.pid), style=style),
-                        Text(format_duration((now - w.started_at).total_seconds()), style=style),
+                        Text(coarse_age((now - w.started_at).total_seconds()), style=style),
                     ],
                 )
             )

@@ -1,31 +1,98 @@
 """A DataTable whose rows are keyed by id, so refreshes keep the cursor, scroll and marks.
 
+Columns have priorities: when the table is narrower than its columns, the least important
+drop (a `+N→` column at the right says how many) and the spare width goes to the one column
+marked `flex` (the one that says what is wrong). `w` shows every column, with a horizontal
+scroll; `g`/home go back to the first row and the left edge.
+
 BINDINGS:
     j / k      cursor down / up (as the arrows)
-    g / G      first / last row (as home / end)
+    g / G      first row and left edge / last row (as home / end)
     space      mark or unmark the row under the cursor and move down
+    s / S      sort by the next column / reverse the sort (the header shows ▲ or ▼)
+    w          wide: every column, scrolled sideways (again: fit the screen)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.coordinate import Coordinate
+from textual.events import Resize
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
 
+from jobtui.tui.sorting import sort_value
 from jobtui.tui.texts import TextKey, text_key
 
 MARK = "●"
+CELL_PADDING = 2  # DataTable pads each cell by one column on either side
+GHOST_STYLE = "dim strike"
+
+
+@dataclass(frozen=True)
+class Column:
+    """`priority` 0 never drops; higher numbers drop first. `flex` takes the spare width."""
+
+    key: str
+    label: str
+    width: int
+    priority: int = 1
+    flex: bool = False
+
+
+ColumnSpec = Column | tuple[str, str, int | None]
+
+
+def fit_columns(columns: Sequence[Column], available: int, fixed: int) -> tuple[list[str], int]:
+    """(keys of the columns shown, width to add to the flex column) within `available` cells.
+
+    `fixed` is what the table spends outside the columns (mark column, `+N→` marker).
+    Columns drop in order of priority (highest number first; the rightmost of equals first)
+    until the rest fit; priority 0 never drops.
+    """
+    shown = list(columns)
+
+    def need(cols: Sequence[Column], hidden: int) -> int:
+        marker = marker_width(hidden) if hidden else 0
+        return fixed + marker + sum(c.width + CELL_PADDING for c in cols)
+
+    droppable = sorted(
+        (c for c in columns if c.priority > 0),
+        key=lambda c: (-c.priority, -columns.index(c)),
+    )
+    for column in droppable:
+        if need(shown, len(columns) - len(shown)) <= available:
+            break
+        shown.remove(column)
+    # Negative: even the columns that never drop are too wide, and the flex one gives up to
+    # half its width (beyond that, the table scrolls sideways).
+    spare = available - need(shown, len(columns) - len(shown))
+    flex = next((c for c in shown if c.flex), None)
+    if spare < 0:
+        spare = max(spare, -(flex.width // 2)) if flex is not None else 0
+    return [c.key for c in shown], spare
+
+
+def marker_label(hidden: int) -> str:
+    return f"+{hidden}→"
+
+
+def marker_width(hidden: int) -> int:
+    return len(marker_label(hidden)) + CELL_PADDING
 
 
 class KeyedTable(DataTable[Text]):
     """Rows are `(key, cells)`; `sync` replaces the content without losing the operator's place.
 
     Cells are compared by `text_key` (style included): a cell is updated only when it would
-    look different, and the table is redrawn only when one is.
+    look different, and then only that cell is redrawn (DataTable's own `update_cell` redraws
+    the whole table, which over SSH is most of what an idle console would send).
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -34,6 +101,9 @@ class KeyedTable(DataTable[Text]):
         Binding("home,g", "scroll_top", "First row", show=False, id="first"),
         Binding("end,G", "scroll_bottom", "Last row", show=False, id="last"),
         Binding("space", "toggle_mark", "Mark", id="mark"),
+        Binding("s", "sort_next", "Sort", show=False, id="sort"),
+        Binding("S", "sort_reverse", "Reverse sort", show=False, id="sort.reverse"),
+        Binding("w", "toggle_wide", "All columns", show=False, id="wide"),
     ]
 
     class MarksChanged(Message):
@@ -43,23 +113,157 @@ class KeyedTable(DataTable[Text]):
             super().__init__()
             self.table = table
 
+    class Relaid(Message):
+        """The columns shown or their widths changed (a resize, `w`): cells may be re-fitted."""
+
+        def __init__(self, table: KeyedTable) -> None:
+            super().__init__()
+            self.table = table
+
     def __init__(self, *, markable: bool = False, id: str | None = None) -> None:
         super().__init__(
-            id=id, cursor_type="row", zebra_stripes=False, cursor_foreground_priority="css"
+            # The cell's own style shows through the cursor: a failing row stays bold/red
+            # (reverse under NO_COLOR) with the cursor on it.
+            id=id,
+            cursor_type="row",
+            zebra_stripes=False,
+            cursor_foreground_priority="renderable",
         )
         self.markable = markable
         self.marked: set[str] = set()
+        self.wide = False
+        self.sort_column: str | None = None  # None: the order the pane gives
+        self.sort_reverse = False
+        self.ghost: str | None = None  # a row that is gone, kept under the cursor (see sync)
+        self._new_view = False
+        self._specs: list[Column] = []
+        self._rows: dict[str, list[Text]] = {}  # every row's cells, hidden columns included
+        self._given: list[str] = []  # the keys in the pane's order
         self._cells: dict[str, tuple[TextKey, ...]] = {}
         self._order: list[str] = []
-        self._columns: list[str] = []
+        self._columns: list[str] = []  # the columns now in the DataTable
+        self._widths: dict[str, int] = {}
+        self._hidden = 0
+        self._scrolled = False  # wide and scrolled sideways: the header says so
 
-    def setup_columns(self, *columns: tuple[str, str, int | None]) -> None:
-        """Columns as `(key, label, width)`; a mark column comes first when markable."""
-        if self.markable:
-            self.add_column(" ", key="_mark", width=1)
-        for key, label, width in columns:
-            self.add_column(label, key=key, width=width)
-        self._columns = [key for key, _, _ in columns]
+    # --- columns -------------------------------------------------------------------------
+
+    def setup_columns(self, *columns: ColumnSpec) -> None:
+        """Columns as `Column`s or `(key, label, width)` (then the rightmost drop first and the
+        first never does)."""
+        specs = []
+        for index, col in enumerate(columns):
+            if isinstance(col, Column):
+                specs.append(col)
+            else:
+                key, label, width = col
+                specs.append(Column(key, label, width or len(label), priority=index))
+        self._specs = specs
+        self._relayout(force=True)
+
+    @property
+    def hidden_columns(self) -> list[str]:
+        """Labels of the columns not shown (dropped for width)."""
+        return [c.label for c in self._specs if c.key not in self._columns]
+
+    @property
+    def shown_columns(self) -> list[str]:
+        return list(self._columns)
+
+    def width_of(self, column: str) -> int:
+        """The width cells of `column` get now (0 when it is hidden)."""
+        return self._widths.get(column, 0)
+
+    def _available(self) -> int:
+        width = self.size.width
+        return width - 1 if width else 0  # the vertical scrollbar
+
+    def _relayout(self, *, force: bool = False) -> None:
+        fixed = 1 + CELL_PADDING if self.markable else 0
+        available = self._available()
+        if self.wide:
+            # Every column, those that never drop first: they stay while the rest scroll.
+            specs = sorted(self._specs, key=lambda c: c.priority != 0)
+            keys, spare = [c.key for c in specs], 0
+        elif not available:
+            keys, spare = [c.key for c in self._specs], 0
+        else:
+            keys, spare = fit_columns(self._specs, available, fixed)
+        widths = {}
+        for c in self._specs:
+            if c.key in keys:
+                widths[c.key] = c.width + (spare if c.flex else 0)
+        if not force and keys == self._columns and widths == self._widths:
+            return
+        self._columns, self._widths = keys, widths
+        self._hidden = len(self._specs) - len(keys)
+        self._rebuild()
+        self.post_message(self.Relaid(self))
+
+    def _label(self, column: Column) -> Text:
+        if column.key != self.sort_column:
+            return Text(column.label)
+        return Text(column.label + ("▼" if self.sort_reverse else "▲"), style="bold")
+
+    def _rebuild(self) -> None:
+        """Columns and rows again from the stored cells (a resize or a column change)."""
+        cursor = self.cursor_row
+        cursor_key = self._key_at(cursor)
+        with self.app.batch_update():
+            self.clear(columns=True)
+            if self.markable:
+                self.add_column(" ", key="_mark", width=1)
+            by_key = {c.key: c for c in self._specs}
+            for key in self._columns:
+                self.add_column(self._label(by_key[key]), key=key, width=self._widths[key])
+            if self._hidden:
+                label = marker_label(self._hidden)
+                self.add_column(Text(label, style="bold"), key="_more", width=len(label))
+            self.fixed_columns = (int(self.markable) + self._leading_fixed()) if self.wide else 0
+            self._scrolled = False
+            self._place(self._arranged(), cursor, cursor_key)
+
+    def _leading_fixed(self) -> int:
+        """How many of the shown columns, from the left, never drop."""
+        priority = {c.key: c.priority for c in self._specs}
+        count = 0
+        for key in self._columns:
+            if priority[key] != 0:
+                break
+            count += 1
+        return count
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        """Scrolled sideways (wide): the last fixed column's header gets `←`, saying that
+        columns are out of view on the left; `g`/home scroll back."""
+        super().watch_scroll_x(old_value, new_value)
+        scrolled = self.wide and new_value > 0 and self.fixed_columns > int(self.markable)
+        if scrolled == self._scrolled:
+            return
+        self._scrolled = scrolled
+        key = self._columns[self._leading_fixed() - 1]
+        spec = next(c for c in self._specs if c.key == key)
+        label = self._label(spec)
+        if scrolled:  # within the column's width, or the arrow would be cut off
+            label.truncate(max(0, self._widths[key] - 2))
+            label = Text.assemble(label, (" ←", "bold"))
+        column = self.columns.get(ColumnKey(spec.key))
+        if column is not None:
+            column.label = label
+            self._update_count += 1
+            self.refresh()
+
+    def _visible(self, cells: Sequence[Text]) -> list[Text]:
+        by_key = {c.key: cell for c, cell in zip(self._specs, cells, strict=False)}
+        out = [by_key.get(key, Text("")) for key in self._columns]
+        if self._hidden:
+            out.append(Text(""))
+        return out
+
+    def on_resize(self, event: Resize) -> None:
+        self._relayout()
+
+    # --- rows ----------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_mark":
@@ -68,14 +272,24 @@ class KeyedTable(DataTable[Text]):
 
     @property
     def current_key(self) -> str | None:
-        """The key of the row under the cursor, or None when the table is empty."""
+        """The key of the row under the cursor; None when the table is empty or the row is
+        one that is gone (`ghost`)."""
         if not self._order or not 0 <= self.cursor_row < len(self._order):
             return None
-        return self._order[self.cursor_row]
+        key = self._order[self.cursor_row]
+        return None if key == self.ghost else key
+
+    def _key_at(self, index: int) -> str | None:
+        return self._order[index] if 0 <= index < len(self._order) else None
+
+    @property
+    def on_ghost(self) -> bool:
+        """The cursor is on a row that is gone (kept so the cursor does not jump)."""
+        return self.ghost is not None and self._key_at(self.cursor_row) == self.ghost
 
     @property
     def keys(self) -> list[str]:
-        return list(self._order)
+        return [k for k in self._order if k != self.ghost]
 
     def selection(self) -> list[str]:
         """The marked keys in display order, else the key under the cursor."""
@@ -87,53 +301,105 @@ class KeyedTable(DataTable[Text]):
     def _mark_cell(self, key: str) -> Text:
         return Text(MARK if key in self.marked else " ", style="bold")
 
+    def _arranged(self) -> list[str]:
+        """The keys in display order: the pane's order, or sorted by `sort_column`."""
+        keys = list(self._given)
+        if self.sort_column is not None and self._specs:
+            index = next(i for i, c in enumerate(self._specs) if c.key == self.sort_column)
+            keys.sort(
+                key=lambda k: sort_value(self._rows[k][index].plain), reverse=self.sort_reverse
+            )
+        return keys
+
+    def _put(self, key: str, column: str, value: Text) -> None:
+        """Set one cell and redraw only that cell's region."""
+        row_key, column_key = RowKey(key), ColumnKey(column)
+        self._data[row_key][column_key] = value
+        self._update_count += 1  # DataTable's render caches are keyed on it
+        row = self._row_locations.get(row_key)
+        col = self._column_locations.get(column_key)
+        if row is not None and col is not None:
+            self.refresh_coordinate(Coordinate(row, col))
+
     def sync(self, rows: Sequence[tuple[str, Sequence[Text]]]) -> None:
-        """Show exactly `rows`, in order; unchanged rows are left alone."""
-        keys = [key for key, _ in rows]
+        """Show exactly `rows` (sorted if a sort is chosen); unchanged cells are left alone.
+
+        When the row under the cursor is gone (an action removed it), it stays, struck through,
+        until the cursor leaves it: the cursor never lands on another row by itself, so a
+        repeated key cannot act on a row the operator did not choose.
+        """
+        if self.ghost is not None and (self._new_view or not self.on_ghost):
+            self.ghost = None
+        cursor_key = None if self._new_view else self._key_at(self.cursor_row)
+        self._new_view = False
+        new_rows = {key: list(cells) for key, cells in rows}
+        given = [key for key, _ in rows]
+        if cursor_key is not None and cursor_key not in new_rows and self.has_focus:
+            old = self._rows.get(cursor_key)
+            if old is not None:
+                self.ghost = cursor_key
+                new_rows[cursor_key] = [Text(c.plain, style=GHOST_STYLE) for c in old]
+                position = self._given.index(cursor_key) if cursor_key in self._given else 0
+                given.insert(min(position, len(given)), cursor_key)
+        self._rows, self._given = new_rows, given
+        keys = self._arranged()
         if keys == self._order:
-            for key, cells in rows:
+            for key in keys:
+                cells = self._visible(self._rows[key])
                 new = tuple(text_key(c) for c in cells)
-                old = self._cells.get(key)
-                if old == new:
+                old_key = self._cells.get(key)
+                if old_key == new:
                     continue
                 for index, column in enumerate(self._columns):
-                    if old is None or old[index] != new[index]:
-                        self.update_cell(key, column, cells[index])
+                    if old_key is None or old_key[index] != new[index]:
+                        self._put(key, column, cells[index])
                 self._cells[key] = new
             return
-        cursor_key = self.current_key
-        cursor_index = self.cursor_row
-        scroll_y = self.scroll_y
-        present = set(keys)
+        present = set(keys) - {self.ghost}
         gone_marks = self.marked - present
         self.marked &= present
         with self.app.batch_update():
-            self.clear(columns=False)
-            self._cells = {}
-            for key, cells in rows:
-                self._cells[key] = tuple(text_key(c) for c in cells)
-                prefix = (self._mark_cell(key),) if self.markable else ()
-                self.add_row(*prefix, *cells, key=key)
-            self._order = keys
-            if keys:
-                if cursor_key in present:
-                    target = keys.index(cursor_key)
-                else:
-                    target = min(cursor_index, len(keys) - 1)
-                self.move_cursor(row=target, animate=False, scroll=False)
-                self.scroll_to(y=scroll_y, animate=False, immediate=True)
-                self.move_cursor(row=target, animate=False, scroll=True)
+            self._place(keys, self.cursor_row, cursor_key)
         if gone_marks:
             self.post_message(self.MarksChanged(self))
+
+    def _place(self, keys: list[str], cursor_index: int, cursor_key: str | None = None) -> None:
+        if cursor_key is None:
+            cursor_key = self._key_at(cursor_index)
+        scroll_y = self.scroll_y
+        self.clear(columns=False)
+        self._cells = {}
+        for key in keys:
+            cells = self._visible(self._rows[key])
+            self._cells[key] = tuple(text_key(c) for c in cells)
+            prefix = (self._mark_cell(key),) if self.markable else ()
+            self.add_row(*prefix, *cells, key=key)
+        self._order = keys
+        if keys:
+            if cursor_key in keys:
+                target = keys.index(cursor_key)
+            else:
+                target = min(max(cursor_index, 0), len(keys) - 1)
+            self.move_cursor(row=target, animate=False, scroll=False)
+            self.scroll_to(y=scroll_y, animate=False, immediate=True)
+            self.move_cursor(row=target, animate=False, scroll=True)
+
+    def new_view(self) -> None:
+        """The next rows answer a different question (another filter or group): rows that
+        are not in them are not gone, so none is kept under the cursor."""
+        self._new_view = True
+        self.ghost = None
 
     def clear_marks(self) -> None:
         changed = bool(self.marked)
         old, self.marked = self.marked, set()
         for key in old:
             if key in self._cells:
-                self.update_cell(key, "_mark", self._mark_cell(key))
+                self._put(key, "_mark", self._mark_cell(key))
         if changed:
             self.post_message(self.MarksChanged(self))
+
+    # --- actions -------------------------------------------------------------------------
 
     def action_toggle_mark(self) -> None:
         key = self.current_key
@@ -143,6 +409,45 @@ class KeyedTable(DataTable[Text]):
             self.marked.discard(key)
         else:
             self.marked.add(key)
-        self.update_cell(key, "_mark", self._mark_cell(key))
+        self._put(key, "_mark", self._mark_cell(key))
         self.post_message(self.MarksChanged(self))
         self.action_cursor_down()
+
+    def action_scroll_top(self) -> None:
+        super().action_scroll_top()
+        self.scroll_to(x=0, animate=False)
+
+    def action_sort_next(self) -> None:
+        """Sort by the next shown column; after the last, back to the pane's own order."""
+        shown = list(self._columns)
+        if self.sort_column is None:
+            self.sort_column = shown[0] if shown else None
+        elif self.sort_column in shown and shown.index(self.sort_column) + 1 < len(shown):
+            self.sort_column = shown[shown.index(self.sort_column) + 1]
+        else:
+            self.sort_column = None
+        self.sort_reverse = False
+        self._resort()
+
+    def sort_by(self, column: str | None, *, reverse: bool = False) -> None:
+        """Sort by `column` (None: the pane's own order)."""
+        self.sort_column, self.sort_reverse = column, reverse
+        self._resort()
+
+    def action_sort_reverse(self) -> None:
+        if self.sort_column is None:
+            return
+        self.sort_reverse = not self.sort_reverse
+        self._resort()
+
+    def _resort(self) -> None:
+        key = self.current_key
+        self._rebuild()
+        if key is not None and key in self._order:
+            self.move_cursor(row=self._order.index(key), animate=False)
+
+    def action_toggle_wide(self) -> None:
+        self.wide = not self.wide
+        self._relayout()
+        if not self.wide:
+            self.scroll_to(x=0, animate=False)

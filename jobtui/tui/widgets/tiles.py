@@ -20,22 +20,35 @@ LEVELS = ("-ok", "-warn", "-crit")
 class Tile(Static):
     """One headline figure under its label; `level` colours it via CSS classes.
 
-    Two lines and no border so eight tiles fit in 80 columns. A `note` (such as `!` for warn
-    and `!!` for crit) follows the value, so the level reads without colour (NO_COLOR).
+    Two lines and no border so eight tiles fit in 80 columns; `narrow` puts the value after a
+    short label on one line (below 80 columns, so the label never wraps over the value). A
+    `note` (such as `!` for warn and `!!` for crit) follows the value, so the level reads
+    without colour (NO_COLOR).
     """
 
-    def __init__(self, label: str, *, id: str | None = None) -> None:
+    def __init__(self, label: str, short: str | None = None, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="tile")
         self.label = label
+        self.short = short or label
+        self.narrow = False
         self.note = ""
         self.value = ""
         self._show("–")
 
-    def _show(self, value: str) -> None:
-        if value == self.value:
+    def _show(self, value: str, *, force: bool = False) -> None:
+        if value == self.value and not force:
             return
         self.value = value
-        self.update(Text.assemble((self.label, "dim"), "\n", (value, "bold")), layout=False)
+        if self.narrow:
+            text = Text.assemble((self.short, "dim"), " ", (value, "bold"))
+        else:
+            text = Text.assemble((self.label, "dim"), "\n", (value, "bold"))
+        self.update(text, layout=False)
+
+    def set_narrow(self, narrow: bool) -> None:
+        if narrow != self.narrow:
+            self.narrow = narrow
+            self._show(self.value, force=True)
 
     def set(self, value: str, level: str | None = None, note: str = "") -> None:
         """Show `value`; `level` is one of ok, warn, crit (or None for a plain tile)."""
