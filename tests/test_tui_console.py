@@ -23,7 +23,7 @@ from textual.command import CommandPalette
 from textual.content import Content
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Sparkline, Static, Tab
+from textual.widgets import DataTable, Footer, Input, Sparkline, Static, Tab
 from textual.widgets._footer import FooterKey
 
 from jobtui.console_config import ConsoleConfig
@@ -34,8 +34,10 @@ from jobtui.tui.connection import APPLICATION_NAME
 from jobtui.tui.host import WriteAsked
 from jobtui.tui.screens.confirm import ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.screens.export_prompt import ExportPathScreen
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.screens.help import HelpScreen
+from jobtui.tui.screens.kind import KindScreen
 from jobtui.tui.widgets.keyed_table import KeyedTable
 from jobtui.tui.widgets.status import StatusBar
 
@@ -192,7 +194,7 @@ async def test_group_requeue_counts_and_marked_delete(dsn: str, conn: psycopg.Co
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         body = rendered(app.screen.query_one("#confirm-body"))
         assert "4" in body
-        await pilot.press("1")
+        await pilot.press("1", "4", "enter")  # a group is a bulk scope: its count is typed
         await until(pilot, lambda: dead_ids(conn) == set(small))
         assert job_ids(conn) == set(big)
         await until(pilot, lambda: "Requeued 4 dead letters." in notifications(app))
@@ -563,7 +565,9 @@ async def test_overview_and_workers_show_kinds(
             assert "no worker handles this kind" in text
             assert app.query_one("#t-oldest").has_class("-crit")
             assert "!!" in rendered(app.query_one("#t-oldest"))
-            await pilot.press("P")  # pause the kind under the cursor
+            await pilot.press("P")  # pause the kind under the cursor: it asks first
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("1")
             await until(
                 pilot,
                 lambda: (
@@ -571,7 +575,9 @@ async def test_overview_and_workers_show_kinds(
                 ),
             )
             await until(pilot, lambda: "PAUSED" in rendered(kinds))
-            await pilot.press("enter")  # that kind's jobs
+            await pilot.press("enter")  # the kind screen, then `j`: that kind's jobs
+            await until(pilot, lambda: isinstance(app.screen, KindScreen))
+            await pilot.press("j")
             jobs = table(app, "#jobs-table")
             await until(pilot, lambda: app.active_tab == "jobs" and len(jobs.keys) == 1)
             assert "slow.kind" in rendered(jobs) and "kind:slow.kind" in rendered(
@@ -586,6 +592,8 @@ async def test_overview_and_workers_show_kinds(
             kinds = table(app, "#worker-kinds")
             assert kinds.current_key == "fast.kind"
             await pilot.press("P")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("1")
             await until(
                 pilot,
                 lambda: (
@@ -594,6 +602,8 @@ async def test_overview_and_workers_show_kinds(
             )
             await until(pilot, lambda: "PAUSED" in rendered(kinds))
             await pilot.press("P")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("1")
             await until(
                 pilot, lambda: conn.execute("SELECT count(*) FROM paused_kinds").fetchone() == (0,)
             )
@@ -614,15 +624,20 @@ async def test_export_marked_rows_and_run_now(
         await pilot.press("tab", "space", "space", "e")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("1")  # the 2 marked rows, JSON lines
+        await until(pilot, lambda: isinstance(app.screen, ExportPathScreen))  # asks where
+        app.screen.query_one(Input).value = str(tmp_path / "dead.jsonl")
+        await pilot.press("enter")
         await until(pilot, lambda: any(m.startswith("Exported 2") for m in notifications(app)))
-        (path,) = tmp_path.glob("jobtui-dead-*.jsonl")
+        (path,) = tmp_path.glob("dead.jsonl")
         lines = path.read_text().splitlines()
         assert len(lines) == 2 and dead_ids(conn) == set(ids)  # export writes nothing
 
         await goto(app, pilot, "2")
         jobs = table(app, "#jobs-table")
         await until(pilot, lambda: jobs.keys == [str(later)])
-        await pilot.press("r")  # run now: one row, not destructive, no question asked
+        await pilot.press("r")  # run now: one row, and it asks first too
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("1")
         await until(pilot, lambda: "Made 1 job due now." in notifications(app))
         row = conn.execute("SELECT run_at <= now() FROM jobs WHERE id = %s", (later,)).fetchone()
         assert row == (True,)
@@ -779,7 +794,7 @@ async def test_cursor_stays_on_a_requeued_group_and_a_second_r_does_nothing(
         await pilot.press("down")  # the webhook group (the bigger one)
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.press("1")
+        await pilot.press("1", "3", "enter")  # a group is a bulk scope: its count is typed
         await until(pilot, lambda: dead_ids(conn) == set(second))
         await until(pilot, lambda: len(groups.keys) == 2)
         # The requeued group is still under the cursor (struck through), not the next group.
