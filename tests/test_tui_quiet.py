@@ -32,6 +32,7 @@ def test_idle_console_writes_less_than_500_bytes_a_second_on_every_tab(dsn: str)
         pytest.fail(f"the console did not run in tmux: {exc}")
     assert [r.tab for r in got] == list(TABS.values())
     rates = {r.tab: r.rates[0] for r in got}
-    assert all(rate > 0 for rate in rates.values()), rates  # the status line's age still ticks
+    # 0 B/s is a right answer now: a fresh status line says "live" and stays still. What
+    # makes this test fail is a tab that gets loud again (each one was 2-9 KB/s before).
     loud = {tab: round(rate) for tab, rate in rates.items() if rate > IDLE_TARGET}
     assert loud == {}, f"B/s over {IDLE_TARGET:.0f} at 80x24 while idle: {loud} (all: {rates})"

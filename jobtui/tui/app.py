@@ -45,7 +45,7 @@ from jobtui.config import format_duration
 from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
-from jobtui.models import DeadFilter, JobFilter, ReplicaInfo
+from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import FilterError, parse_dead_filter, parse_job_filter
@@ -129,6 +129,17 @@ def deep_link(tab: str | None, filter_text: str | None) -> DeepLink:
         raise ValueError(f"--filter: {exc}") from None
 
 
+def db_time_text(ms: float) -> str:
+    """A refresh's database time in steps coarse enough not to change on every refresh."""
+    if ms < 10:
+        return "<10 ms"
+    if ms < 100:
+        return f"{round(ms, -1):.0f} ms"
+    if ms < 1000:
+        return f"{round(ms, -2):.0f} ms"
+    return f"{ms / 1000:.1f} s"
+
+
 class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
@@ -144,7 +155,7 @@ class JobtuiApp(App[int]):
         Binding("4", "tab('workers')", "Workers", show=False, id="tab.workers"),
         Binding("5", "tab('schedules')", "Schedules", show=False, id="tab.schedules"),
         Binding("6", "tab('database')", "Database", show=False, id="tab.database"),
-        Binding("p", "toggle_refresh", "Pause", id="refresh.pause"),
+        Binding("p", "toggle_refresh", "Refresh ⏸", id="refresh.pause"),
         Binding("plus,equals_sign", "refresh_step(-1)", "Faster", show=False, id="refresh.faster"),
         Binding("minus", "refresh_step(1)", "Slower", show=False, id="refresh.slower"),
         Binding("escape", "go_back", "Back", show=False, id="back"),
@@ -268,12 +279,15 @@ class JobtuiApp(App[int]):
         if self.updated_at is None:
             age.append(("connecting…" if self.db_error is None else "no data yet", "dim"))
         else:
+            # A fresh screen says "live" and stays still (a ticking "updated 1s ago" was most
+            # of an idle console's output over SSH); the age shows once the data is late.
             seconds = time.time() - self.updated_at
-            age.append(f"updated {format_duration(seconds)} ago")
+            if self.refresh_paused or seconds > 2 * self.refresh_s + 1:
+                age.append((f"updated {format_duration(seconds)} ago", "bold"))
+            else:
+                age.append("live")
             if self.link.last_db_ms is not None:  # the database's share of the last refresh
-                age.append((f" (db {self.link.last_db_ms:.0f} ms)", "dim"))
-            elif self.last_poll_ms is not None:
-                age.append((f" ({self.last_poll_ms:.0f} ms)", "dim"))
+                age.append((f" · db {db_time_text(self.link.last_db_ms)}", "dim"))
         tail: list[Any] = []
         if self.dropped is not None:
             tail += ["  │ ", (self.dropped, "bold")]
@@ -513,7 +527,7 @@ class JobtuiApp(App[int]):
 
     def on_kind_screen_jobs_asked(self, message: KindScreen.JobsAsked) -> None:
         self._leave_for("jobs")
-        self.query_one(JobsPane).set_filter(JobFilter(kind=message.kind))
+        self.query_one(JobsPane).set_filter(JobFilter(states=PENDING_STATES, kind=message.kind))
 
     def on_kind_screen_dead_asked(self, message: KindScreen.DeadAsked) -> None:
         self._leave_for("dead")
