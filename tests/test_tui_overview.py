@@ -108,7 +108,7 @@ async def test_alarms_on_the_first_line_with_checks_verdict(
 
         # The alarm list is the Overview's first line, most severe first, named by rule.
         pane = app.query_one("#overview-pane")
-        assert alarms.region.y == pane.region.y and alarms.region.height == 4
+        assert alarms.region.y == pane.region.y and alarms.region.height == 3
         lines = screen_lines(app)[alarms.region.y : alarms.region.y + 3]
         assert lines[0].strip().startswith("✗ CRIT send_email: oldest ready job 40m > 30m00s")
         assert lines[0].rstrip().endswith("[oldest_ready]"), lines

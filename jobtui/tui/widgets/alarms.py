@@ -54,7 +54,9 @@ class AlarmList(Static):
         self.display = bool(self.firings)
         text = self._text()
         if not same(self.content, text):
-            self.update(text)
+            # A new layout only when the number of lines changes (an age ticking does not).
+            old = self.content.plain.count("\n") if isinstance(self.content, Text) else -1
+            self.update(text, layout=old != text.plain.count("\n"))
 
     def _text(self) -> Text:
         st = cell_styles(self.app)
