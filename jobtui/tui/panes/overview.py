@@ -1,16 +1,24 @@
-"""Overview tab: headline tiles, hour-long sparklines, and the per-kind table.
+"""Overview tab: the alarms firing, headline tiles, hour-long sparklines, the per-kind table.
 
 BINDINGS:
     P        pause or resume the kind under the cursor
     L        set the kind's concurrency and rate limits (asks first)
     enter    show that kind's jobs
 
+Every warning and critical mark here comes from the alert rules (`jobtui.alerts.evaluate` on
+the snapshot, with the config file's rules): the alarm list on the first line, the tiles' and
+the kinds' levels. `jobtui check` judges the same rules, so the two cannot disagree.
+
 The `limit` column shows the limits in force: `≤5` running at most, `2/w` per worker, `100/m`
-starts per minute. Rows a consumer gave up on (attempts used up, never moved to dead letters)
-are counted as EXHAUSTED in the status, never as ready.
+starts per minute. The `drain` column estimates when the kind's ready backlog is gone at the
+last minutes' rates (`~4m`), says `! not draining` when arrivals keep up with completions, and
+is empty with no backlog. Rows a consumer gave up on (attempts used up, never moved to dead
+letters) are counted as EXHAUSTED in the status, never as ready.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,18 +26,24 @@ from textual.containers import Horizontal
 from textual.events import Resize
 from textual.widgets import DataTable
 
+from jobtui import alerts
+from jobtui.alerts import Firing, Level
 from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
-from jobtui.tui.palette import cell_styles, level_of
-from jobtui.tui.panes.kinds import KindsPane, limit_text
+from jobtui.tui.palette import CellStyles, cell_styles
+from jobtui.tui.panes.kinds import KindsPane, drain_text, limit_text
 from jobtui.tui.texts import coarse_age
+from jobtui.tui.widgets.alarms import AlarmList
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
 
-FAILING_RATE = 0.10
 NARROW_BELOW = 80  # columns: tiles on one line each, below this
 SPARKS_FROM_ROWS = 24  # rows: sparklines only on a screen at least this tall
+KIND_WIDTH = (6, 15)  # the kind column fits the longest name within these widths
+TILE_LEVEL = {Level.OK: "ok", Level.WARN: "warn", Level.CRIT: "crit"}
+TILE_NOTE = {Level.OK: "", Level.WARN: " !", Level.CRIT: " !!"}
+TROUBLE = {Level.WARN: 2, Level.CRIT: 4}  # how much a firing rule lifts its kind in the table
 
 
 def compact(n: float) -> str:
@@ -48,11 +62,46 @@ def _ms(value: float | None) -> str:
     return f"{value:.0f}ms" if value < 1000 else f"{value / 1000:.1f}s"
 
 
+def kind_columns(kind_width: int) -> list[Column]:
+    """The kinds table's columns. What says something is wrong never drops (the status: FAIL,
+    PAUSED, no worker; the oldest ready age), and the status takes the spare width; the drain
+    estimate comes next, then the rest drop from the right as space runs out. The kind column
+    is as wide as the longest name (at most 15), so at 80 columns the drain estimate fits
+    beside the ready count unless the kinds' names are long. A kind's retrying jobs are in its
+    kind screen (enter) and the retry tile, not a column: a tenth hidden column would widen
+    the `+N→` marker and cut the status at 60 columns."""
+    return [
+        Column("kind", "kind", kind_width, priority=0),
+        Column("ready", "ready", 5, priority=1),
+        Column("status", "status", 27, priority=0, flex=True),
+        Column("oldest", "oldest", 6, priority=0),
+        Column("drain", "drain", 14, priority=2),
+        Column("dead", "dead", 5, priority=3),
+        Column("fail", "fail%", 5, priority=4),
+        Column("running", "run", 4, priority=5),
+        Column("done", "done/m", 6, priority=6),
+        Column("limit", "limit", 9, priority=7),
+        Column("p95", "p95", 6, priority=8),
+        Column("p50", "p50", 6, priority=9),
+    ]
+
+
+def worst(firings: list[Firing], rule: str) -> Level:
+    """The highest level at which `rule` fires, for any kind or the whole queue."""
+    return max((f.level for f in firings if f.rule == rule), default=Level.OK)
+
+
+def level_style(level: Level, st: CellStyles, calm: str = "") -> str:
+    return {Level.OK: calm, Level.WARN: st.warning, Level.CRIT: st.error}[level]
+
+
 class OverviewPane(KindsPane):
     kinds_table = "#kinds"
     main_table = "#kinds"
+    kind_width = KIND_WIDTH[1]
 
     def compose(self) -> ComposeResult:
+        yield AlarmList(id="alarms")
         with Horizontal(id="tiles"):
             yield Tile("ready", id="t-ready")
             yield Tile("sched", id="t-scheduled")
@@ -69,22 +118,7 @@ class OverviewPane(KindsPane):
         yield KeyedTable(id="kinds")
 
     def on_mount(self) -> None:
-        # What says something is wrong first (status: FAIL, PAUSED, no worker; the oldest
-        # ready age); it takes the spare width. The rest drop from the right as space runs out.
-        self.query_one("#kinds", KeyedTable).setup_columns(
-            Column("kind", "kind", 15, priority=0),
-            Column("ready", "ready", 5, priority=1),
-            Column("status", "status", 27, priority=0, flex=True),
-            Column("oldest", "oldest", 6, priority=0),
-            Column("dead", "dead", 5, priority=2),
-            Column("fail", "fail%", 5, priority=3),
-            Column("running", "run", 4, priority=4),
-            Column("retrying", "retry", 5, priority=4),
-            Column("done", "done/m", 6, priority=5),
-            Column("limit", "limit", 9, priority=6),
-            Column("p95", "p95", 6, priority=7),
-            Column("p50", "p50", 6, priority=8),
-        )
+        self.query_one("#kinds", KeyedTable).setup_columns(*kind_columns(self.kind_width))
 
     def on_resize(self, event: Resize) -> None:
         """Below 80 columns the tiles go one line each, four to a row; on a short screen the
@@ -95,23 +129,36 @@ class OverviewPane(KindsPane):
             tile.set_narrow(narrow)
         self.query_one("#sparks").display = self.app.size.height >= SPARKS_FROM_ROWS
 
-    def _trouble(self, k: KindFigures) -> int:
-        cfg = self.console.config
-        level = level_of(k.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
-        score = {"ok": 0, "warn": 2, "crit": 4}[level]
-        if k.failure_rate >= FAILING_RATE:
-            score += 4
-        if not k.handled and (k.ready or k.retrying or k.scheduled):
-            score += 3
-        if k.paused:
-            score += 1
-        if k.dead or k.exhausted:
-            score += 1
-        return score
+    def _fit_kind_column(self, kinds: list[Text]) -> None:
+        """Size the kind column to the longest name; the table is laid out again only when
+        that width changes (kinds come or go), never on an ordinary refresh."""
+        low, high = KIND_WIDTH
+        width = min(high, max([low, *(k.cell_len for k in kinds)]))
+        if width != self.kind_width:
+            self.kind_width = width
+            self.query_one("#kinds", KeyedTable).setup_columns(*kind_columns(width))
 
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
-        cfg = self.console.config
+        firings = alerts.evaluate(snap, self.console.config.alerts)
+        self.query_one("#alarms", AlarmList).show(firings)
+        self._show_tiles(snap, firings)
+        self._show_sparks(snap)
+        marks = alerts.by_kind(firings)
+        st = cell_styles(self.app)
+
+        def trouble(k: KindFigures) -> int:
+            levels = marks.get(k.kind, {}).values()
+            return sum(TROUBLE[lv] for lv in levels) + k.paused + bool(k.exhausted)
+
+        # By trouble (the rules firing for the kind), then by name: not by age, which changes
+        # on every refresh and would re-sort the rows under the operator's cursor.
+        kinds = sorted(snap.kinds, key=lambda k: (-trouble(k), k.kind))
+        rows = [(k.kind, self._cells(k, marks.get(k.kind, {}), st)) for k in kinds]
+        self._fit_kind_column([row[0] for _, row in rows])
+        self.query_one("#kinds", KeyedTable).sync(rows)
+
+    def _show_tiles(self, snap: Snapshot, firings: list[Firing]) -> None:
         t = snap.totals
         for tile_id, value in (
             ("#t-ready", t.ready),
@@ -120,24 +167,30 @@ class OverviewPane(KindsPane):
             ("#t-retrying", t.retrying),
         ):
             self.query_one(tile_id, Tile).set(compact(value))
+        # A dead letter always waits for an operator's decision: the tile stands out whenever
+        # there is one (the rule's level is in the alarm list and the kinds' dead column).
         self.query_one("#t-dead", Tile).set(
             compact(t.dead), "crit" if t.dead else None, " ✗" if t.dead else ""
         )
-        level = level_of(snap.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
-        note = {"ok": "", "warn": " !", "crit": " !!"}[level]
-        self.query_one("#t-oldest", Tile).set(coarse_age(snap.oldest_ready_age_s), level, note)
+        oldest = worst(firings, "oldest_ready")
+        self.query_one("#t-oldest", Tile).set(
+            coarse_age(snap.oldest_ready_age_s), TILE_LEVEL[oldest], TILE_NOTE[oldest]
+        )
         self.query_one("#t-done", Tile).set(compact(round(snap.done_per_min, 1)))
-        fail_level = "crit" if snap.failure_rate >= FAILING_RATE else None
+        failing = worst(firings, "failure_rate")
         self.query_one("#t-fail", Tile).set(
-            f"{snap.failure_rate * 100:.1f}%", fail_level, " ✗" if fail_level else ""
+            f"{snap.failure_rate * 100:.1f}%",
+            TILE_LEVEL[failing] if failing else None,
+            TILE_NOTE[failing],
         )
 
+    def _show_sparks(self, snap: Snapshot) -> None:
         history = snap.history
         depth = [float(p.ready or 0) for p in history]
         oldest = [float(p.oldest_ready_age_s or 0) for p in history]
         done = [float(p.done) for p in history]
         self.query_one("#s-depth", Spark).set(
-            depth, compact(t.ready), compact(max(depth, default=0))
+            depth, compact(snap.totals.ready), compact(max(depth, default=0))
         )
         self.query_one("#s-oldest", Spark).set(
             oldest,
@@ -148,52 +201,46 @@ class OverviewPane(KindsPane):
             done, f"{compact(round(snap.done_per_min, 1))}/m", compact(max(done, default=0))
         )
 
-        st = cell_styles(self.app)
-        # By trouble, then by name: not by age, which changes on every refresh and would
-        # re-sort the rows under the operator's cursor.
-        kinds = sorted(snap.kinds, key=lambda k: (-self._trouble(k), k.kind))
-        rows = []
-        for k in kinds:
-            failing = k.failure_rate >= FAILING_RATE
-            age_level = level_of(k.oldest_ready_age_s, cfg.oldest_warn_s, cfg.oldest_crit_s)
-            row_style = st.error if failing else ""
-            notes = []
-            if failing:
-                notes.append("✗ FAIL")
-            if k.paused:
-                notes.append("⏸ PAUSED")
-            if k.exhausted:
-                notes.append(f"{compact(k.exhausted)} EXHAUSTED")
-            if not k.handled:
-                # In full when it is the only note; short next to others, so all fit.
-                notes.append("no worker" if notes else "no worker handles this kind")
-            status_style = (
-                st.error
-                if failing
-                else (st.warning if (k.paused or not k.handled or k.exhausted) else st.muted)
-            )
-            age_style = {"ok": row_style, "warn": st.warning, "crit": st.error}[age_level]
-            name = inert(k.kind, style=row_style or "bold")
-            rows.append(
-                (
-                    k.kind,
-                    [
-                        name,
-                        Text(compact(k.ready), style=row_style),
-                        Text(", ".join(notes) or "ok", style=status_style),
-                        Text(coarse_age(k.oldest_ready_age_s), style=age_style),
-                        Text(compact(k.dead), style=st.error if k.dead else row_style),
-                        Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
-                        Text(compact(k.running), style=row_style),
-                        Text(compact(k.retrying), style=row_style),
-                        Text(compact(round(k.done_per_min, 1)), style=row_style),
-                        Text(limit_text(k), style=st.accent),
-                        Text(_ms(k.p95_ms), style=row_style),
-                        Text(_ms(k.p50_ms), style=row_style),
-                    ],
-                )
-            )
-        self.query_one("#kinds", KeyedTable).sync(rows)
+    @staticmethod
+    def _cells(k: KindFigures, fired: Mapping[str, Level], st: CellStyles) -> list[Text]:
+        """One kind's cells, each rule's level marking the cell of the figure it judges."""
+
+        def level(rule: str) -> Level:
+            return fired.get(rule, Level.OK)
+
+        failing = level("failure_rate")
+        row_style = level_style(failing, st)
+        notes = []
+        if failing:
+            notes.append("✗ FAIL")
+        if k.paused:
+            notes.append("⏸ PAUSED")
+        if k.exhausted:
+            notes.append(f"{compact(k.exhausted)} EXHAUSTED")
+        if not k.handled:
+            # In full when it is the only note; short next to others, so all fit.
+            notes.append("no worker" if notes else "no worker handles this kind")
+        status_level = max(failing, level("no_worker"))
+        status_style = level_style(status_level, st, "bold" if notes else st.muted)
+        drain = drain_text(k)
+        drain_style = level_style(level("drain_time"), st, "bold" if k.not_draining else "")
+        return [
+            inert(k.kind, style=row_style or "bold"),
+            Text(compact(k.ready), style=row_style),
+            Text(", ".join(notes) or "ok", style=status_style),
+            Text(
+                coarse_age(k.oldest_ready_age_s),
+                style=level_style(level("oldest_ready"), st, row_style),
+            ),
+            Text(drain, style=drain_style),
+            Text(compact(k.dead), style=level_style(level("dead_letters"), st, row_style)),
+            Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
+            Text(compact(k.running), style=row_style),
+            Text(compact(round(k.done_per_min, 1)), style=row_style),
+            Text(limit_text(k), style=st.accent),
+            Text(_ms(k.p95_ms), style=row_style),
+            Text(_ms(k.p50_ms), style=row_style),
+        ]
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

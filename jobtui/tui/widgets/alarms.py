@@ -4,22 +4,38 @@ The Overview shows it as its first line while anything fires and hides it otherw
 fires is decided by `jobtui.alerts.evaluate`, the evaluation `jobtui check` and
 `stats --prometheus` use, so the three cannot disagree. The level reads without colour
 (NO_COLOR): a glyph and a word, `✗ CRIT` in reverse video, `! WARN` in bold; the theme's
-error and warning colours are added when colour is on. Redrawn only when its text changes.
+error and warning colours are added when colour is on. Redrawn only when its text changes,
+so an age in it is shown as coarsely as the Overview's ages (`40m`, not `40m05s`): a line that
+ticked every second would be re-sent every second while nothing happens.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widgets import Static
 
-from jobtui.alerts import Firing, Level, severity
+from jobtui.alerts import MEASURES, QUEUE, Firing, Level, severity
 from jobtui.inert import inert
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.texts import same
+from jobtui.tui.texts import coarse_age, same
 
 GLYPHS = {Level.CRIT: "✗ CRIT", Level.WARN: "! WARN"}
+
+
+def steady_text(f: Firing) -> str:
+    """The firing's line with its duration (oldest ready age, drain time) coarse: the line
+    `check` prints, except that it changes once a minute instead of every second."""
+    measure = MEASURES[f.rule]
+    if measure.unit != "duration" or f.value is None or not math.isfinite(f.value):
+        return f.text
+    who = "" if f.kind == QUEUE else f"{f.kind}: "
+    if not f.text.startswith(who):
+        return f.text
+    said = f.text[len(who) :]
+    return who + said.replace(measure.shown(f.value), coarse_age(f.value), 1)
 
 
 class AlarmList(Static):
@@ -38,7 +54,9 @@ class AlarmList(Static):
         self.display = bool(self.firings)
         text = self._text()
         if not same(self.content, text):
-            self.update(text)
+            # A new layout only when the number of lines changes (an age ticking does not).
+            old = self.content.plain.count("\n") if isinstance(self.content, Text) else -1
+            self.update(text, layout=old != text.plain.count("\n"))
 
     def _text(self) -> Text:
         st = cell_styles(self.app)
@@ -53,7 +71,7 @@ class AlarmList(Static):
             Text.assemble(
                 (GLYPHS[f.level], label_style[f.level]),
                 " ",
-                inert(f.text),
+                inert(steady_text(f)),
                 (f" [{f.rule}]", "dim"),
                 no_wrap=True,
                 overflow="ellipsis",
