@@ -251,7 +251,11 @@ async def test_kind_screen_keys_jump_to_jobs_and_dead_letters(
         await pilot.press("j")
         await until(pilot, lambda: app.active_tab == "jobs" and len(app.screen_stack) == 1)
         jobs = app.query_one("#jobs-table", KeyedTable)
-        await until(pilot, lambda: len(jobs.keys) == 9)
+        unfinished = conn.execute(
+            "SELECT count(*) FROM jobs WHERE kind = 'export_crm' AND finished_at IS NULL"
+        ).fetchone()[0]
+        assert 0 < unfinished < 9  # the kind's jobs open on its unfinished ones
+        await until(pilot, lambda: len(jobs.keys) == unfinished)
         await pilot.press("1")
         screen = await open_kind(app, pilot)
         await pilot.press("escape")
@@ -283,7 +287,7 @@ async def test_kind_screen_resumes_the_kind(dsn: str, conn: psycopg.Connection) 
 async def test_a_starting_worker_records_its_handlers_for_the_kind_screen(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
-    from apps.helpers import running_worker
+    from apps.helpers import running_worker, wait_until
 
     from jobtui.registry import Registry
 
@@ -297,8 +301,13 @@ async def test_a_starting_worker_records_its_handlers_for_the_kind_screen(
     async def plain(payload: Any) -> None:
         return None
 
+    async def recorded() -> kindinfo.KindInfo | None:
+        got = await kindinfo.load(aconn, "public", "export_crm", "hour")
+        return got if got.handler is not None else None
+
     async with running_worker(dsn, reg) as worker:
-        info = await kindinfo.load(aconn, "public", "export_crm", "hour")
+        # The worker registers, then records its handlers before its first claim.
+        info = await wait_until(recorded, what="the handlers recorded")
         other = await kindinfo.load(aconn, "public", "plain", "hour")
         worker_id = worker.id
     assert info.handler is not None
