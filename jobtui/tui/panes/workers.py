@@ -96,7 +96,8 @@ class WorkersPane(KindsPane):
             Column("abandoned", "aband", 5, priority=2),
             Column("errors", "out.err", 7, priority=2),
             Column("kinds", "kinds", 16, priority=3, flex=True),
-            Column("host", "host", 14, priority=4),
+            # host and pid are in the id too: they drop first.
+            Column("host", "host", 14, priority=5),
             Column("pid", "pid", 7, priority=5),
             Column("up", "up", 6, priority=4),
         )
