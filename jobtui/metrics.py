@@ -199,6 +199,8 @@ async def snapshot(
             listen_connected=bool(r["listen_connected"]),
             last_wakeup_at=r["last_wakeup_at"],
             poll_interval_s=float(r["poll_interval_s"]),
+            control=r["control"],
+            control_applied=r["control_applied"],
         )
         for r in workers_raw
     ]

@@ -161,6 +161,10 @@ class WorkerRow:
     listen_connected: bool = True
     last_wakeup_at: datetime | None = None
     poll_interval_s: float = 1.0
+    # Migration 0018: what an operator asked of it ('quiet', 'stop') and what it says it is
+    # doing about that; they differ until the worker has seen the request.
+    control: str | None = None
+    control_applied: str | None = None
 
 
 @dataclass(frozen=True)

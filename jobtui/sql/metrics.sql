@@ -126,7 +126,8 @@ SELECT w.id, w.host, w.pid, w.kinds, w.concurrency, w.running, w.started_at,
        greatest(extract(epoch FROM now() - w.heartbeat_at)::float8, 0) AS heartbeat_age_s,
        w.abandoned, w.outcome_errors, w.last_outcome_error,
        w.heartbeat_interval_s, w.heartbeat_timeout_s,
-       w.wakeup_mode, w.wakeup_note, w.listen_connected, w.last_wakeup_at, w.poll_interval_s
+       w.wakeup_mode, w.wakeup_note, w.listen_connected, w.last_wakeup_at, w.poll_interval_s,
+       w.control, w.control_applied
 FROM __schema__.workers w
 ORDER BY w.started_at, w.id
 

@@ -46,6 +46,8 @@ HELP_TEXT = {
     "delete.group": "delete every dead letter of the group, or all matching (asks)",
     "pause_kind": "pause / resume the kind under the cursor",
     "kind_limits": "set / clear the kind's concurrency and rate limits (asks)",
+    "worker.quiet": "quiet the worker (stops claiming, running jobs finish) / resume it (asks)",
+    "worker.stop": "stop the worker: it drains as on SIGTERM and exits (asks)",
     "schedule.pause": "pause / resume the schedule under the cursor (asks)",
     "schedule.run_now": "run the schedule now: enqueue one job (asks)",
     "filter": "filter (see below)",

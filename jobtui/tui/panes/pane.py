@@ -35,6 +35,8 @@ WRITE_ACTIONS = frozenset(
         "set_limits",
         "toggle_pause_schedule",
         "run_schedule_now",
+        "quiet_worker",
+        "stop_worker",
     }
 )
 

@@ -4,31 +4,82 @@ Each worker shows how it is woken (LISTEN, or polling and why), threads of overr
 handlers it abandoned (they still hold a slot), and outcomes it could not write; the line above
 the table sums them up and quotes the last outcome error, highlighted when any is non-zero.
 
+A worker an operator quieted or stopped (jobtui.worker_control) says so in words in its `state`
+column: "quiet asked" / "stop asked" until the worker has seen the request, then "quiet" /
+"stopping" (what the worker itself wrote back), so a request that has not arrived is not
+mistaken for one carried out.
+
 BINDINGS:
     tab      switch between the workers and the kinds
+    Z        quiet the worker under the cursor, or resume it when it is quiet (workers table)
+    X        stop the worker under the cursor: it drains and exits (workers table)
     P        pause or resume the kind under the cursor (kinds table)
     L        set the limits of the kind under the cursor (kinds table)
+    enter    the kind screen of the kind under the cursor (kinds table)
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.events import DescendantFocus
+from textual.widgets import DataTable
 
 from jobtui.inert import inert, one_line
 from jobtui.models import Snapshot, WorkerRow
+from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.panes.pane import WrappingInfo
 from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
+from jobtui.tui.worker_actions import WORKER_ACTIONS, WorkerControlAsked
+
+WORKER_KEYS = ("quiet_worker", "stop_worker")  # about the workers table's cursor
+KIND_KEYS = ("toggle_pause_kind", "set_limits")  # about the kinds table's cursor
+
+
+def control_text(w: WorkerRow) -> str:
+    """What an operator asked of the worker and whether it has acted on it; empty: nothing.
+
+    The request (`control`) is written by the operator, what is done (`control_applied`) by
+    the worker once it has seen it; until then the row says "asked"."""
+    if w.control_applied == "stop":
+        return "stopping"
+    if w.control == "stop":
+        return "stop asked"
+    if w.control == "quiet":
+        return "quiet" if w.control_applied == "quiet" else "quiet asked"
+    if w.control_applied == "quiet":  # resumed, not yet seen: it still claims nothing
+        return "resume asked"
+    return ""
+
+
+def quiet_key_action(w: WorkerRow) -> str | None:
+    """What `Z` does for `w`: resume it when it is asked to be quiet, else quiet it; nothing
+    once it is asked to stop (a stop cannot be undone)."""
+    if w.control == "stop":
+        return None
+    return "resume" if w.control == "quiet" else "quiet"
 
 
 class WorkersPane(KindsPane):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("Z", "quiet_worker", "Quiet/resume", id="worker.quiet"),
+        Binding("X", "stop_worker", "Stop worker", id="worker.stop"),
+    ]
     kinds_table = "#worker-kinds"
     main_table = "#workers-table"
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.worker_rows: dict[str, WorkerRow] = {}
+        self._table = "workers-table"  # the table focused last (see DeadPane)
+        self._offered: tuple[bool, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield WrappingInfo(id="workers-info", classes="info")
@@ -39,12 +90,14 @@ class WorkersPane(KindsPane):
         self.query_one("#workers-table", KeyedTable).setup_columns(
             Column("id", "id", 20, priority=0),
             Column("hb", "heartbeat", 11, priority=0),
+            Column("control", "state", 12, priority=0),
             Column("running", "run/max", 7, priority=1),
             Column("wake", "woken by", 10, priority=1),
             Column("abandoned", "aband", 5, priority=2),
             Column("errors", "out.err", 7, priority=2),
             Column("kinds", "kinds", 16, priority=3, flex=True),
-            Column("host", "host", 14, priority=4),
+            # host and pid are in the id too: they drop first.
+            Column("host", "host", 14, priority=5),
             Column("pid", "pid", 7, priority=5),
             Column("up", "up", 6, priority=4),
         )
@@ -57,7 +110,7 @@ class WorkersPane(KindsPane):
             Column("dead", "dead", 7, priority=1),
             Column("limit", "limit", 9, priority=3),
         )
-        self.query_one("#workers-table").border_title = "workers"
+        self.query_one("#workers-table").border_title = "workers (Z quiet/resume · X stop)"
         self.query_one("#worker-kinds").border_title = "kinds (P pause/resume · L limits)"
 
     def show(self, snap: Snapshot) -> None:
@@ -66,6 +119,7 @@ class WorkersPane(KindsPane):
         now = snap.taken_at  # the server's clock, like the heartbeat ages
         rows = []
         workers = sorted(snap.workers, key=lambda w: (not w.stale, w.id))
+        self.worker_rows = {w.id: w for w in workers}
         serving: Counter[str] = Counter()
         for w in workers:
             if not w.stale:
@@ -78,6 +132,7 @@ class WorkersPane(KindsPane):
                     [
                         inert(w.id, style=style or "bold"),
                         Text(hb, style=st.error if w.stale else st.success),
+                        Text(control_text(w), style=style or "bold"),
                         Text(f"{w.running}/{w.concurrency}", style=style),
                         wakeup_cell(w, st),
                         Text(str(w.abandoned), style=st.error if w.abandoned else style),
@@ -120,6 +175,7 @@ class WorkersPane(KindsPane):
                 )
             )
         self.query_one("#worker-kinds", KeyedTable).sync(kind_rows)
+        self._offer()
 
     def _summary(self, snap: Snapshot, st: CellStyles) -> None:
         live = [w for w in snap.workers if not w.stale]
@@ -130,6 +186,10 @@ class WorkersPane(KindsPane):
         stale = len(snap.workers) - len(live)
         if stale:
             parts.append(Text(f" · {stale} stale", style=st.error))
+        asked = Counter(control_text(w) for w in live)
+        for state in ("quiet asked", "quiet", "resume asked", "stop asked", "stopping"):
+            if asked[state]:
+                parts.append(Text(f" · {asked[state]} {state}", style="bold"))
         if polling:
             why = polling[0].wakeup_note or "LISTEN is not connected"
             parts.append(Text(f" · {len(polling)} polling: ", style=st.warning))
@@ -143,6 +203,85 @@ class WorkersPane(KindsPane):
             if last:
                 parts += [Text(", last: ", style=st.error), inert(one_line(last, 120))]
         self.query_one("#workers-info", WrappingInfo).set(*parts)
+
+    # --- quiet, resume, stop a worker (the app confirms and writes: jobtui.tui.app) --------
+
+    def current_worker(self) -> WorkerRow | None:
+        key = self.query_one("#workers-table", KeyedTable).current_key
+        return self.worker_rows.get(key) if key is not None else None
+
+    def _can(self) -> tuple[bool, bool]:
+        """(Z can act, X can act) on the worker under the cursor."""
+        w = self.current_worker()
+        if w is None:
+            return False, False
+        return quiet_key_action(w) is not None, w.control != "stop"
+
+    def _offer(self) -> None:
+        """Redraw the footer only when what Z and X can do changed (a footer redraw is a full
+        line sent to the terminal)."""
+        offered = self._can()
+        if offered != self._offered:
+            self._offered = offered
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        allowed = super().check_action(action, parameters)
+        if not allowed:
+            return allowed
+        # Each table's keys are offered while it has the focus, so the footer names only
+        # keys about the row under the cursor the operator sees (and fits in 80 columns).
+        if action in KIND_KEYS:
+            return self._table == "worker-kinds"
+        if action not in WORKER_KEYS:
+            return allowed
+        if self._table != "workers-table":
+            return False
+        # None: shown greyed in the footer, and the key does nothing.
+        return True if self._can()[WORKER_KEYS.index(action)] else None
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        if isinstance(event.widget, KeyedTable) and event.widget.id != self._table:
+            self._table = event.widget.id or ""
+            self.refresh_bindings()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "workers-table":
+            self._offer()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a kind opens its kind screen (as on the Overview)."""
+        event.stop()
+        kinds = self.query_one("#worker-kinds", KeyedTable)
+        if event.data_table is kinds and not kinds.on_ghost and event.row_key.value is not None:
+            self.post_message(KindChosen(str(event.row_key.value)))
+
+    def action_quiet_worker(self) -> None:
+        w = self.current_worker()
+        action = quiet_key_action(w) if w is not None else None
+        if w is not None and action is not None:
+            self.post_message(WorkerControlAsked(w.id, action))
+
+    def action_stop_worker(self) -> None:
+        w = self.current_worker()
+        if w is not None and w.control != "stop":
+            self.post_message(WorkerControlAsked(w.id, "stop"))
+
+    def palette_commands(self) -> list[tuple[str, str, str]]:
+        if self._table == "worker-kinds":
+            return super().palette_commands()
+        out: list[tuple[str, str, str]] = []
+        w = self.current_worker()
+        if w is None or self.console.read_only:
+            return out
+        action = quiet_key_action(w)
+        if action is not None:
+            verb, note = WORKER_ACTIONS[action]
+            out.append((f"{verb} worker {w.id}", note, "quiet_worker"))
+        if w.control != "stop":
+            verb, note = WORKER_ACTIONS["stop"]
+            out.append((f"{verb} worker {w.id}", note, "stop_worker"))
+        return out
 
 
 def wakeup_cell(w: WorkerRow, st: CellStyles) -> Text:
