@@ -21,8 +21,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from jobtui import stats
+from jobtui import metrics, stats
 from jobtui.sql import queries
+
+DRAIN_WINDOW_MIN = 15  # the snapshot's default rate window, so both screens agree
 
 # span: (minutes back, minutes per bucket)
 SPANS: dict[str, tuple[int, int]] = {"hour": (60, 1), "day": (24 * 60, 20)}
@@ -110,6 +112,9 @@ class KindInfo:
     paused_at: datetime | None
     limits: LimitInfo | None
     workers: list[KindWorker]
+    # The Overview's drain estimate for this kind, over the same window (metrics.drain_estimate).
+    drain_s: float | None = None
+    not_draining: bool = False
 
     @property
     def live_workers(self) -> list[KindWorker]:
@@ -157,6 +162,8 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         ):
             await cur.execute(sql, params)
             results.append(await cur.fetchall())
+        await cur.execute(q.metrics_flow, {"back": DRAIN_WINDOW_MIN - 1})
+        flow = next((r for r in await cur.fetchall() if r["kind"] == kind), None)
     (
         minutes,
         pending,
@@ -175,6 +182,11 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
     )
     unfinished = sum(int(now_counts[k]) for k in ("ready", "scheduled", "running", "exhausted"))
     buckets = _buckets(since, back, width, minutes, changes, unfinished)
+    drain_s, not_draining = metrics.drain_estimate(
+        int(now_counts["ready"]),
+        int(flow["arrived"]) / DRAIN_WINDOW_MIN if flow else 0.0,
+        int(flow["departed"]) / DRAIN_WINDOW_MIN if flow else 0.0,
+    )
     return KindInfo(
         kind=kind,
         span=span,
@@ -206,6 +218,8 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
             else None
         ),
         workers=[KindWorker(**w) for w in workers],
+        drain_s=drain_s,
+        not_draining=not_draining,
     )
 
 

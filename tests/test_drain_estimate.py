@@ -115,3 +115,20 @@ def test_the_estimate_formula() -> None:
     assert metrics.drain_estimate(0, 5.0, 1.0) == (None, False)
     assert metrics.drain_estimate(100, 5.0, 5.0) == (None, True)
     assert metrics.drain_estimate(100, 0.0, 50.0) == (120.0, False)
+
+
+async def test_the_kind_screen_shows_the_same_estimate_as_the_overview(
+    conn: psycopg.Connection, aconn: psycopg.AsyncConnection
+) -> None:
+    from jobtui import kindinfo
+
+    arrive(conn, "mail", 1000)
+    age_flow(conn, 30)
+    arrive(conn, "mail", 150)
+    finish(conn, "mail", 600)
+    arrive(conn, "stuck", 40)  # arrivals and no completions: not draining
+    k = await figures(aconn, "mail")
+    info = await kindinfo.load(aconn, S, "mail", "hour")
+    assert info.drain_s == pytest.approx(k.drain_s) and info.not_draining is False
+    stuck = await kindinfo.load(aconn, S, "stuck", "hour")
+    assert stuck.not_draining is True and stuck.drain_s is None

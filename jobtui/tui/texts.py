@@ -70,3 +70,14 @@ def differing_part(text: str, others: list[str], width: int) -> str:
     tail = text[start : start + width - 1]
     out = "…" + tail
     return out if start + width - 1 >= len(text) else out[: width - 1] + "…"
+
+
+def drain_text(drain_s: float | None, not_draining: bool) -> str:
+    """`~4m` until a ready backlog is gone at the window's rates, `! not draining` when
+    arrivals keep up with completions (the glyph and words read without colour), empty with
+    no backlog. As coarse as the ages, so an idle queue's estimate does not tick."""
+    if not_draining:
+        return "! not draining"
+    if drain_s is None:
+        return ""
+    return f"~{coarse_age(drain_s)}"

@@ -13,12 +13,10 @@ from typing import ClassVar
 from textual.binding import Binding, BindingType
 
 from jobtui import metrics
-from jobtui.alerts import NOT_DRAINING
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.connection import Link
 from jobtui.tui.host import LimitsAsked, PauseAsked
 from jobtui.tui.panes.pane import Pane
-from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 
@@ -32,17 +30,6 @@ def limit_text(k: KindFigures) -> str:
     if k.rate_limit:
         parts.append(k.rate_limit)
     return " ".join(parts)
-
-
-def drain_text(k: KindFigures) -> str:
-    """`~4m` until the ready backlog is gone at the window's rates, `! not draining` when
-    arrivals keep up with completions (the glyph and words read without colour), empty with
-    no backlog. As coarse as the ages, so an idle queue's estimate does not tick."""
-    if k.not_draining:
-        return f"! {NOT_DRAINING}"
-    if k.drain_s is None:
-        return ""
-    return f"~{coarse_age(k.drain_s)}"
 
 
 class KindsPane(Pane):

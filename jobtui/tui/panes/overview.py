@@ -32,8 +32,8 @@ from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import CellStyles, cell_styles
-from jobtui.tui.panes.kinds import KindsPane, drain_text, limit_text
-from jobtui.tui.texts import coarse_age
+from jobtui.tui.panes.kinds import KindsPane, limit_text
+from jobtui.tui.texts import coarse_age, drain_text
 from jobtui.tui.widgets.alarms import AlarmList
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
@@ -222,7 +222,7 @@ class OverviewPane(KindsPane):
             notes.append("no worker" if notes else "no worker handles this kind")
         status_level = max(failing, level("no_worker"))
         status_style = level_style(status_level, st, "bold" if notes else st.muted)
-        drain = drain_text(k)
+        drain = drain_text(k.drain_s, k.not_draining)
         drain_style = level_style(level("drain_time"), st, "bold" if k.not_draining else "")
         return [
             inert(k.kind, style=row_style or "bold"),

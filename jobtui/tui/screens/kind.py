@@ -39,6 +39,7 @@ from jobtui.metrics import rate_text
 from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host
 from jobtui.tui.screens.kind_chart import SCALE_W, bars, ms_text, time_axis
+from jobtui.tui.texts import drain_text
 from jobtui.tui.widgets.footer import ConsoleFooter
 
 MIN_RELOAD_S = 5.0
@@ -171,6 +172,10 @@ def head(info: KindInfo) -> Text:
     )
     if info.exhausted:
         now.append(f" · {info.exhausted:,} exhausted", style="bold")
+    drain = drain_text(info.drain_s, info.not_draining)
+    if drain:
+        now.append(" · drain ")
+        now.append(drain, style="bold" if info.not_draining else "")
     alarms: list[Text] = []
     if info.paused_by is not None:
         alarms.append(
