@@ -5,7 +5,11 @@ It opens on the unfinished jobs (what may need an operator); `a` toggles to ever
 BINDINGS:
     /          filter (state:ready,running kind:email free text; kind: completes)
     a          unfinished jobs / all jobs
-    o          the oldest ready jobs first (filter state:ready, sorted by wait)
+    o          the oldest ready job: filter state:ready (of the kind in force), sorted by
+               wait, the cursor on the job that has waited longest (read from the database,
+               shown on top even when it is pages away from the newest rows)
+    #          count the matching jobs exactly (the shown count stops at 10k+ on its own)
+    y / Y      copy the id, payload or traceback of the cursor row / save it to a file
     enter      detail
     space      mark
     u          clear marks
@@ -31,12 +35,13 @@ from textual.widgets import DataTable
 
 from jobtui import browse
 from jobtui.inert import inert, one_line, payload_preview
-from jobtui.models import PENDING_STATES, JobFilter, JobRow
+from jobtui.models import PENDING_STATES, CappedCount, JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
 from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
+from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
@@ -56,9 +61,11 @@ HINT = (
 class JobsData:
     rows: list[JobRow]
     more: bool
-    total: int | None
+    total: CappedCount | None
     now: datetime  # the server's clock: every age is measured against it
     kinds: list[str] | None  # the known kinds, when they were read again
+    oldest: int | None = None  # the oldest ready job, after `o`
+    pinned: bool = False  # that job is shown though no page loaded holds it
 
 
 class JobsPane(Pane):
@@ -66,19 +73,28 @@ class JobsPane(Pane):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("a", "toggle_all", "All/unfinished", id="jobs.all"),
         Binding("o", "oldest_ready", "Oldest ready", show=False, id="jobs.oldest"),
+        Binding("number_sign", "count_exact", "Exact count", show=False, id="jobs.count_exact"),
+        Binding("y", "copy(False)", "Copy", show=False, id="jobs.copy"),
+        Binding("Y", "copy(True)", "Save to file", show=False, id="jobs.save"),
         Binding("c", "cancel", "Cancel", id="cancel"),
         Binding("r", "run_now", "Run now", id="run_now"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
         Binding("right_square_bracket,n", "next_page", "More", id="next_page"),
     ]
     main_table = "#jobs-table"
+    # The count shown on every refresh reads at most this many rows (browse.count_jobs_capped).
+    count_cap = browse.COUNT_CAP
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.flt = UNFINISHED
         self.pages = 1
         self.more = False
-        self.total: int | None = None
+        self.total: CappedCount | None = None
+        self.exact = False  # `#`: count exactly, until the filter changes
+        self.seek_oldest = False  # `o`: show the oldest ready job, until the filter changes
+        self._jump = False  # move the cursor to the oldest ready job once it is shown
+        self._pinned = False
         self.kinds: list[str] = []
         self.states: dict[str, str] = {}  # row key → state as shown
         self._counted_at = 0.0
@@ -118,22 +134,42 @@ class JobsPane(Pane):
         now = time.monotonic()
         seen = tuple((r.id, r.state) for r in rows)
         kinds = None
-        if self.flt.text:
-            total = None  # counting a text search means scanning every row; not per refresh
+        if self.flt.text and not self.exact:
+            total = None  # counting a text search means scanning every row: only when asked
         elif (
             self._count_for != self.flt
             or seen != self._counted_rows  # rows came, went or changed state: a write
             or now - self._counted_at > COUNT_EVERY_S
         ):
-            total = await link.run(browse.count_jobs, self.flt)
+            total = await self._count(link)
             kinds = await link.run(browse.kinds)
             self._counted_at, self._count_for = now, self.flt
         self._counted_rows = seen
-        return JobsData(rows, more, total, await link.run(server_now), kinds)
+        oldest, pinned = await self._oldest(link, rows) if self.seek_oldest else (None, False)
+        return JobsData(rows, more, total, await link.run(server_now), kinds, oldest, pinned)
+
+    async def _count(self, link: Link) -> CappedCount:
+        """The count of the matching jobs: capped on every refresh, exact after `#`."""
+        if self.exact:
+            return CappedCount(await link.run(browse.count_jobs, self.flt), capped=False)
+        return await link.run(browse.count_jobs_capped, self.flt, cap=self.count_cap)
+
+    async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool]:
+        """The oldest ready job of the kind in force, added to `rows` when no page loaded holds
+        it (one index probe and, then, one read by id), and whether it was added."""
+        oldest = await link.run(browse.oldest_ready_job, self.flt.kind)
+        if oldest is None or any(r.id == oldest for r in rows):
+            return oldest, False
+        job = await link.run(browse.get_job, oldest)
+        if job is None or job.state != "ready":  # claimed in between: the next refresh finds
+            return None, False
+        rows.append(job)
+        return oldest, True
 
     def show(self, data: JobsData) -> None:
         self.more = data.more
         self.total = data.total
+        self._pinned = data.pinned
         if data.kinds is not None:
             self.kinds = data.kinds
         self.states = {}
@@ -176,7 +212,11 @@ class JobsPane(Pane):
                     ],
                 )
             )
-        self.query_one("#jobs-table", KeyedTable).sync(rows)
+        table = self.query_one("#jobs-table", KeyedTable)
+        table.sync(rows)
+        if self._jump and data.oldest is not None and str(data.oldest) in table.keys:
+            table.move_cursor(row=table.get_row_index(str(data.oldest)))
+            self._jump = False
         self._info()
         self._offer()
 
@@ -203,14 +243,20 @@ class JobsPane(Pane):
     def _info(self) -> None:
         table = self.query_one("#jobs-table", KeyedTable)
         shown = len(table.keys)
-        of = "" if self.total is None else f" of {self.total:,}"
+        of = "" if self.total is None else f" of {self.total.text}"
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
+        if self.total is not None and self.total.capped:
+            parts.append(Text(" (# counts exactly)", style="dim"))
+        elif self.total is None and self.flt.text:
+            parts.append(Text(" (# counts the matches)", style="dim"))
+        if self._pinned:
+            parts.append(Text("  · oldest ready on top, beyond the pages loaded", style="dim"))
         if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
             parts.append(Text("  (no such kind has unfinished jobs)", style="bold"))
         if self.more:
-            more = "search older rows" if self.flt.text else "more"
-            parts.append(Text(f"  · ] {more}", style="dim"))
+            more = "searching: ] searches older rows" if self.flt.text else "] more"
+            parts.append(Text(f"  · {more}", style="bold" if self.flt.text else "dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)
@@ -230,6 +276,8 @@ class JobsPane(Pane):
     def set_filter(self, flt: JobFilter) -> None:
         self.flt = flt
         self.pages = 1
+        self.exact = self.seek_oldest = self._pinned = False
+        self._jump = False
         table = self.query_one("#jobs-table", KeyedTable)
         table.clear_marks()
         table.new_view()
@@ -249,14 +297,30 @@ class JobsPane(Pane):
         self.set_filter(replace(self.flt, states=states))
 
     def action_oldest_ready(self) -> None:
-        """The ready jobs, longest waiting first: filter state:ready and sort by `when` ▼.
+        """The ready jobs of the kind in force, longest waiting first, the cursor on the oldest.
 
-        The order is of the rows loaded (newest pages first; `]` loads older ones), which are
-        the oldest when the ready jobs fit in the pages shown.
+        The pages hold the newest rows; the oldest ready job is read from the database
+        (browse.oldest_ready_job) and shown on top even when it is pages away from them.
+        Text and unique-key filters are dropped: the oldest ready job need not match them.
         """
         table = self.query_one("#jobs-table", KeyedTable)
-        self.set_filter(replace(self.flt, states=("ready",)))
+        self.set_filter(JobFilter(states=("ready",), kind=self.flt.kind))
+        self.seek_oldest = True
+        self._jump = True
         table.sort_by("when", reverse=True)
+
+    def action_count_exact(self) -> None:
+        """Count the matching jobs exactly, from now until the filter changes."""
+        if not self.exact:
+            self.exact = True
+            self._count_for = None  # count at the next refresh, which starts now
+            self.console.refresh_now()
+
+    def action_copy(self, to_file: bool) -> None:
+        """Copy (or save) the id, payload or traceback of the job under the cursor."""
+        key = self.query_one("#jobs-table", KeyedTable).current_key
+        if key is not None:
+            CopyFlow(self.app).ask_row(self.console.link, "job", int(key), to_file=to_file)
 
     def _selected_ids(self) -> list[int]:
         return [int(k) for k in self.query_one("#jobs-table", KeyedTable).selection()]
