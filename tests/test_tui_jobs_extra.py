@@ -62,10 +62,10 @@ async def test_count_is_capped_until_asked_exactly(dsn: str, conn: psycopg.Conne
         await goto(app, pilot, "2")
         # Unfinished jobs (several states): counted from the rows, reading at most cap + 1.
         await until(pilot, lambda: "3 shown of 5+" in info(app))
-        assert "# counts exactly" in info(app)
+        assert "(# exact)" in info(app)
         await pilot.press("number_sign")
         await until(pilot, lambda: "3 shown of 8" in info(app))
-        assert "5+" not in info(app) and "# counts" not in info(app)
+        assert "5+" not in info(app) and "#" not in info(app)
         # A new filter counts capped again: all jobs and back to unfinished.
         await pilot.press("a")
         await until(pilot, lambda: "shown of 10" in info(app))  # from the state counts
@@ -203,9 +203,22 @@ async def test_a_search_draws_its_first_scope_and_says_it_goes_on(
         await filter_jobs(app, pilot, "needle")
         await until(pilot, lambda: set(jobs.keys) == {str(ids[109]), str(ids[99])})
         await until(pilot, lambda: "searching: ] searches older rows" in info(app))
-        assert "2 shown" in info(app) and "# counts the matches" in info(app)
+        assert "2 shown (# counts)" in info(app)
         await pilot.press("right_square_bracket")
         await until(pilot, lambda: set(jobs.keys) == {str(i) for i in needles})
         await until(pilot, lambda: "searching" not in info(app))
         await pilot.press("number_sign")
         await until(pilot, lambda: "3 shown of 3" in info(app))
+
+
+async def test_dead_info_line_keeps_its_spaces(dsn: str, conn: psycopg.Connection) -> None:
+    add_dead(conn, "export_crm", "OSError: refused")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await goto(app, pilot, "3")
+        groups = table(app, "#dead-groups")
+        await until(pilot, lambda: len(groups.keys) == 2)
+        await pilot.press("down")  # the export_crm group
+        line = app.query_one("#dead-info")
+        await until(pilot, lambda: "group export_crm" in rendered(line))
+        assert rendered(line).startswith("filter none (all dead letters)  group export_crm   1 ")

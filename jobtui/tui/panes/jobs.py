@@ -41,8 +41,8 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -247,9 +247,9 @@ class JobsPane(Pane):
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
         if self.total is not None and self.total.capped:
-            parts.append(Text(" (# counts exactly)", style="dim"))
+            parts.append(Text(" (# exact)", style="dim"))
         elif self.total is None and self.flt.text:
-            parts.append(Text(" (# counts the matches)", style="dim"))
+            parts.append(Text(" (# counts)", style="dim"))
         if self._pinned:
             parts.append(Text("  · oldest ready on top, beyond the pages loaded", style="dim"))
         if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
