@@ -85,6 +85,7 @@ async def test_o_goes_to_the_oldest_ready_job_beyond_the_first_page(
     # Ready mail jobs: the first inserted (lowest id) has waited longest.
     mail = add_jobs(conn, "mail", 8, run_at="now() - interval '1 minute' * (100 - g)")
     add_jobs(conn, "sms", 1, run_at="now() + interval '1 hour'")
+    add_jobs(conn, "later", 1, run_at="now() + interval '1 hour'")  # no ready job at all
     assert await_oldest(conn, None) == sms[0] and await_oldest(conn, "mail") == mail[0]
     app = JobtuiApp(dsn, "public", config=config(page_size=3))
     async with app.run_test(size=SIZE) as pilot:
@@ -104,6 +105,12 @@ async def test_o_goes_to_the_oldest_ready_job_beyond_the_first_page(
         # Claimed by a worker: it is no longer the oldest ready one, and leaves the top.
         conn.execute("UPDATE jobs SET locked_at = now() WHERE id = %s", (mail[0],))
         await until(pilot, lambda: str(mail[0]) not in jobs.keys and str(mail[1]) in jobs.keys)
+        # A kind with no ready job: said, and the cursor stays where it is.
+        await filter_jobs(app, pilot, "kind:later")
+        await until(pilot, lambda: len(jobs.keys) == 1)
+        await pilot.press("o")
+        await until(pilot, lambda: noted(app, "No job of kind later is ready."))
+        assert jobs.keys == [] and "0 shown of 0" in info(app)
 
 
 def await_oldest(conn: psycopg.Connection, kind: str | None) -> int | None:

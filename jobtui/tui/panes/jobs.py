@@ -34,7 +34,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from jobtui import browse
-from jobtui.inert import inert, one_line, payload_preview
+from jobtui.inert import clean, inert, one_line, payload_preview
 from jobtui.models import PENDING_STATES, CappedCount, JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
 from jobtui.tui.connection import Link
@@ -64,7 +64,8 @@ class JobsData:
     total: CappedCount | None
     now: datetime  # the server's clock: every age is measured against it
     kinds: list[str] | None  # the known kinds, when they were read again
-    oldest: int | None = None  # the oldest ready job, after `o`
+    sought: bool = False  # the oldest ready job was looked for (after `o`)
+    oldest: int | None = None  # and found: its id
     pinned: bool = False  # that job is shown though no page loaded holds it
 
 
@@ -121,6 +122,7 @@ class JobsPane(Pane):
 
     async def load(self, link: Link) -> JobsData:
         size = self.console.config.page_size
+        seek = self.seek_oldest
         rows, before = await load_pages(
             link,
             browse.list_jobs,
@@ -145,8 +147,10 @@ class JobsPane(Pane):
             kinds = await link.run(browse.kinds)
             self._counted_at, self._count_for = now, self.flt
         self._counted_rows = seen
-        oldest, pinned = await self._oldest(link, rows) if self.seek_oldest else (None, False)
-        return JobsData(rows, more, total, await link.run(server_now), kinds, oldest, pinned)
+        found = await self._oldest(link, rows) if seek else None
+        oldest, pinned = found or (None, False)
+        now_at = await link.run(server_now)
+        return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned)
 
     async def _count(self, link: Link) -> CappedCount:
         """The count of the matching jobs: capped on every refresh, exact after `#`."""
@@ -154,15 +158,16 @@ class JobsPane(Pane):
             return CappedCount(await link.run(browse.count_jobs, self.flt), capped=False)
         return await link.run(browse.count_jobs_capped, self.flt, cap=self.count_cap)
 
-    async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool]:
-        """The oldest ready job of the kind in force, added to `rows` when no page loaded holds
-        it (one index probe and, then, one read by id), and whether it was added."""
+    async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool] | None:
+        """The oldest ready job of the kind in force (None: there is none), added to `rows`
+        when no page loaded holds it (one index probe and, then, one read by id), and whether
+        it was added; None when it was claimed in between (the next refresh looks again)."""
         oldest = await link.run(browse.oldest_ready_job, self.flt.kind)
         if oldest is None or any(r.id == oldest for r in rows):
             return oldest, False
         job = await link.run(browse.get_job, oldest)
-        if job is None or job.state != "ready":  # claimed in between: the next refresh finds
-            return None, False
+        if job is None or job.state != "ready":
+            return None
         rows.append(job)
         return oldest, True
 
@@ -214,9 +219,13 @@ class JobsPane(Pane):
             )
         table = self.query_one("#jobs-table", KeyedTable)
         table.sync(rows)
-        if self._jump and data.oldest is not None and str(data.oldest) in table.keys:
-            table.move_cursor(row=table.get_row_index(str(data.oldest)))
+        if self._jump and data.sought:
             self._jump = False
+            if data.oldest is not None and str(data.oldest) in table.keys:
+                table.move_cursor(row=table.get_row_index(str(data.oldest)))
+            else:
+                of = f" of kind {clean(self.flt.kind)}" if self.flt.kind else ""
+                self.app.notify(f"No job{of} is ready.", timeout=4, markup=False)
         self._info()
         self._offer()
 
