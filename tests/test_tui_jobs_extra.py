@@ -95,7 +95,8 @@ async def test_o_goes_to_the_oldest_ready_job_beyond_the_first_page(
         assert str(sms[0]) not in jobs.keys  # the newest page does not hold it
         await pilot.press("o")
         await until(pilot, lambda: jobs.current_key == str(sms[0]))
-        assert "beyond the pages loaded" in info(app) and "state:ready" in info(app)
+        assert f"oldest ready #{sms[0]}: beyond the pages" in info(app)
+        assert "state:ready" in info(app)
         # Within the kind in force: the oldest ready mail job, also pages away.
         await filter_jobs(app, pilot, "kind:mail")
         await until(pilot, lambda: str(mail[0]) not in jobs.keys and len(jobs.keys) == 3)

@@ -8,7 +8,8 @@ BINDINGS:
     o          the oldest ready job: filter state:ready (of the kind in force), sorted by
                wait, the cursor on the job that has waited longest (read from the database,
                shown on top even when it is pages away from the newest rows)
-    #          count the matching jobs exactly (the shown count stops at 10k+ on its own)
+    #          count the matching jobs exactly, once (the count of every refresh stops at
+               10k+; a text search's is not counted unless asked)
     y / Y      copy the id, payload or traceback of the cursor row / save it to a file
     enter      detail
     space      mark
@@ -37,7 +38,7 @@ from jobtui import browse
 from jobtui.inert import clean, inert, one_line, payload_preview
 from jobtui.models import PENDING_STATES, CappedCount, JobFilter, JobRow
 from jobtui.tui.actions import CANCEL, RUN_NOW
-from jobtui.tui.connection import Link
+from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
@@ -92,10 +93,10 @@ class JobsPane(Pane):
         self.pages = 1
         self.more = False
         self.total: CappedCount | None = None
-        self.exact = False  # `#`: count exactly, until the filter changes
+        self._exact: tuple[JobFilter, int] | None = None  # `#`: the exact count of a filter
         self.seek_oldest = False  # `o`: show the oldest ready job, until the filter changes
         self._jump = False  # move the cursor to the oldest ready job once it is shown
-        self._pinned = False
+        self._pinned: int | None = None  # the oldest ready job, shown beyond the pages loaded
         self.kinds: list[str] = []
         self.states: dict[str, str] = {}  # row key → state as shown
         self._counted_at = 0.0
@@ -136,14 +137,14 @@ class JobsPane(Pane):
         now = time.monotonic()
         seen = tuple((r.id, r.state) for r in rows)
         kinds = None
-        if self.flt.text and not self.exact:
+        if self.flt.text:
             total = None  # counting a text search means scanning every row: only when asked
         elif (
             self._count_for != self.flt
             or seen != self._counted_rows  # rows came, went or changed state: a write
             or now - self._counted_at > COUNT_EVERY_S
         ):
-            total = await self._count(link)
+            total = await link.run(browse.count_jobs_capped, self.flt, cap=self.count_cap)
             kinds = await link.run(browse.kinds)
             self._counted_at, self._count_for = now, self.flt
         self._counted_rows = seen
@@ -151,12 +152,6 @@ class JobsPane(Pane):
         oldest, pinned = found or (None, False)
         now_at = await link.run(server_now)
         return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned)
-
-    async def _count(self, link: Link) -> CappedCount:
-        """The count of the matching jobs: capped on every refresh, exact after `#`."""
-        if self.exact:
-            return CappedCount(await link.run(browse.count_jobs, self.flt), capped=False)
-        return await link.run(browse.count_jobs_capped, self.flt, cap=self.count_cap)
 
     async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool] | None:
         """The oldest ready job of the kind in force (None: there is none), added to `rows`
@@ -174,7 +169,7 @@ class JobsPane(Pane):
     def show(self, data: JobsData) -> None:
         self.more = data.more
         self.total = data.total
-        self._pinned = data.pinned
+        self._pinned = data.oldest if data.pinned else None
         if data.kinds is not None:
             self.kinds = data.kinds
         self.states = {}
@@ -252,15 +247,18 @@ class JobsPane(Pane):
     def _info(self) -> None:
         table = self.query_one("#jobs-table", KeyedTable)
         shown = len(table.keys)
-        of = "" if self.total is None else f" of {self.total.text}"
+        total = self.total
+        if self._exact is not None and self._exact[0] == self.flt:
+            total = CappedCount(self._exact[1], capped=False)
+        of = "" if total is None else f" of {total.text}"
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
-        if self.total is not None and self.total.capped:
+        if total is not None and total.capped:
             parts.append(Text(" (# exact)", style="dim"))
-        elif self.total is None and self.flt.text:
+        elif total is None and self.flt.text:
             parts.append(Text(" (# counts)", style="dim"))
-        if self._pinned:
-            parts.append(Text("  · oldest ready on top, beyond the pages loaded", style="dim"))
+        if self._pinned is not None:
+            parts.append(Text(f"  · oldest ready #{self._pinned}: beyond the pages", style="dim"))
         if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
             parts.append(Text("  (no such kind has unfinished jobs)", style="bold"))
         if self.more:
@@ -285,8 +283,8 @@ class JobsPane(Pane):
     def set_filter(self, flt: JobFilter) -> None:
         self.flt = flt
         self.pages = 1
-        self.exact = self.seek_oldest = self._pinned = False
-        self._jump = False
+        self.seek_oldest = self._jump = False
+        self._pinned = self._exact = None
         table = self.query_one("#jobs-table", KeyedTable)
         table.clear_marks()
         table.new_view()
@@ -319,11 +317,23 @@ class JobsPane(Pane):
         table.sort_by("when", reverse=True)
 
     def action_count_exact(self) -> None:
-        """Count the matching jobs exactly, from now until the filter changes."""
-        if not self.exact:
-            self.exact = True
-            self._count_for = None  # count at the next refresh, which starts now
-            self.console.refresh_now()
+        """Count the matching jobs exactly, once: shown until the filter changes."""
+        self.run_worker(self._count_exact(self.flt), group="count", exclusive=True)
+
+    async def _count_exact(self, flt: JobFilter) -> None:
+        """Not a refresh: bounded by the statement timeout only, and never repeated by one."""
+        try:
+            n = await self.console.link.run(browse.count_jobs, flt)
+        except LinkDown as exc:
+            self.app.notify(clean(exc.message), severity="error", markup=False)
+            return
+        except RefreshDropped as exc:
+            text = f"The exact count took longer than {exc.timeout_s:g} s and was stopped."
+            self.app.notify(text, severity="warning", markup=False)
+            return
+        if flt == self.flt:
+            self._exact = (flt, n)
+            self._info()
 
     def action_copy(self, to_file: bool) -> None:
         """Copy (or save) the id, payload or traceback of the job under the cursor."""
