@@ -230,3 +230,31 @@ async def test_dead_info_line_keeps_its_spaces(dsn: str, conn: psycopg.Connectio
         line = app.query_one("#dead-info")
         await until(pilot, lambda: "group export_crm" in rendered(line))
         assert rendered(line).startswith("filter none (all dead letters)  group export_crm   1 ")
+
+
+async def test_run_again_from_the_jobs_table(dsn: str, conn: psycopg.Connection) -> None:
+    (done,) = add_jobs(conn, "mail", 1, finished_at="now()", attempts="1")
+    (ready,) = add_jobs(conn, "mail", 1)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await pilot.press("a")  # every job: the finished one too
+        await until(pilot, lambda: len(jobs.keys) == 2)
+        pane = app.query_one(JobsPane)
+        assert jobs.current_key == str(ready)
+        assert pane.check_action("run_again", ()) is None  # unfinished: cannot run again
+        await pilot.press("R")
+        await pilot.pause(0.2)
+        assert not conn.execute("SELECT 1 FROM jobs WHERE rerun_of IS NOT NULL").fetchall()
+        await pilot.press("down")
+        assert jobs.current_key == str(done) and pane.check_action("run_again", ()) is True
+        await pilot.press("R")
+        dialog = await confirm(pilot)
+        assert dialog._title == f"Run job #{done} again?"
+        await pilot.press("1")
+        await until(pilot, lambda: noted(app, f"Job #{done} run again as job #"))
+        new = conn.execute("SELECT id, finished_at FROM jobs WHERE rerun_of = %s", (done,))
+        ((new_id, finished),) = new.fetchall()
+        assert finished is None
+        await until(pilot, lambda: str(new_id) in jobs.keys)

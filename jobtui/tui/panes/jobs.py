@@ -16,6 +16,7 @@ BINDINGS:
     u          clear marks
     c          cancel the marked jobs or the one under the cursor (asks first)
     r          run now (makes scheduled/retrying jobs ready at once)
+    R          run again: finished (succeeded or cancelled) jobs as new jobs linked to them
     ] / n      load the next page (also when the cursor reaches the last row)
 
 `c` and `r` are offered only when they can apply to the selection: a finished job cannot be
@@ -37,7 +38,7 @@ from textual.widgets import DataTable
 from jobtui import browse
 from jobtui.inert import clean, inert, one_line, payload_preview
 from jobtui.models import PENDING_STATES, CappedCount, JobFilter, JobRow
-from jobtui.tui.actions import CANCEL, RUN_NOW
+from jobtui.tui.actions import CANCEL, RERUN, RERUN_STATES, RUN_NOW
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
@@ -52,6 +53,8 @@ COUNT_EVERY_S = 30.0
 UNFINISHED = JobFilter(states=PENDING_STATES)
 CANCELLABLE = frozenset({"ready", "scheduled", "retrying", "running", "exhausted"})
 RUNNABLE_NOW = frozenset({"scheduled", "retrying"})
+RERUNNABLE = frozenset(RERUN_STATES)
+FITS = {"cancel": CANCELLABLE, "run_now": RUNNABLE_NOW, "run_again": RERUNNABLE}
 HINT = (
     "state:ready,scheduled,retrying,running,exhausted,succeeded,cancelled  kind:NAME  "
     "key:UNIQUE-KEY  free text (id, payload, error)"
@@ -80,6 +83,7 @@ class JobsPane(Pane):
         Binding("Y", "copy(True)", "Save to file", show=False, id="jobs.save"),
         Binding("c", "cancel", "Cancel", id="cancel"),
         Binding("r", "run_now", "Run now", id="run_now"),
+        Binding("R", "run_again", "Run again", show=False, id="jobs.run_again"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
         Binding("right_square_bracket,n", "next_page", "More", id="next_page"),
     ]
@@ -238,11 +242,12 @@ class JobsPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         allowed = super().check_action(action, parameters)
-        if not allowed or action not in ("cancel", "run_now"):
+        if not allowed or action not in FITS:
             return allowed
-        fits = CANCELLABLE if action == "cancel" else RUNNABLE_NOW
+        if action == "run_again" and self.console.read_only:
+            return False  # a write (until pane.WRITE_ACTIONS names it)
         # None: shown greyed in the footer, and the key does nothing.
-        return True if self._applies(fits) else None
+        return True if self._applies(FITS[action]) else None
 
     def _info(self) -> None:
         table = self.query_one("#jobs-table", KeyedTable)
@@ -354,6 +359,12 @@ class JobsPane(Pane):
         if ids:
             self.post_message(WriteAsked(RUN_NOW, ids, self.flt))
 
+    def action_run_again(self) -> None:
+        """Run the finished jobs selected again, as new jobs linked to them (asks first)."""
+        ids = self._selected_ids()
+        if ids:
+            self.post_message(WriteAsked(RERUN, ids, self.flt))
+
     def action_clear_marks(self) -> None:
         self.query_one("#jobs-table", KeyedTable).clear_marks()
 
@@ -387,6 +398,8 @@ class JobsPane(Pane):
                 out.append((f"Cancel {what}", "asks first", "cancel"))
             if self._applies(RUNNABLE_NOW):
                 out.append((f"Run now {what}", "asks first", "run_now"))
+            if self._applies(RERUNNABLE):
+                out.append((f"Run again {what}", "new linked jobs; asks first", "run_again"))
         if self.more:
             out.append(("Load next page", "keyset paging", "next_page"))
         return out
