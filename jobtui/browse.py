@@ -318,6 +318,18 @@ async def dead_groups(
     ]
 
 
+async def oldest_ready_job(
+    conn: psycopg.AsyncConnection, schema: str, kind: str | None = None
+) -> int | None:
+    """The id of the ready job that has waited longest (of `kind`, or of any), or None.
+
+    Read from the database, not from the rows a page holds: the oldest ready job usually has
+    a low id, pages away from the newest rows the console loads first.
+    """
+    n = await _scalar(conn, statement(schema, "browse_oldest_ready_job"), {"kind": _kind(kind)})
+    return None if n is None else int(n)
+
+
 async def count_dead(conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter) -> int:
     """How many dead letters match `flt` (exact)."""
     counted = await _counted_dead(conn, schema, flt)

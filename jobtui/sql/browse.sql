@@ -93,6 +93,19 @@ SELECT count(*) FROM (
   SELECT 1 FROM __schema__.jobs j WHERE __job_where__ AND __job_text__ LIMIT %(cap)s + 1
 ) c
 
+-- name: browse_oldest_ready_job
+-- The ready job that has waited longest (of one kind, or of all): the console's `o`. One probe
+-- of an index on unfinished rows in run_at order: jobs_pending_kind (kind, run_at) for a kind,
+-- jobs_pending (run_at) for all kinds (jobs_claim leads with priority, not run_at); ahead of
+-- the first ready entry are only running and exhausted rows. EXPLAIN at 2.35M rows
+-- (benchmarks/scale.py): an index scan of either and an incremental sort on id, 0.1 ms.
+SELECT j.id FROM __schema__.jobs j
+WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.attempts < j.max_attempts
+  AND j.run_at <= now()
+  AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+ORDER BY j.run_at, j.id
+LIMIT 1
+
 -- name: browse_dead_page
 SELECT __dead_columns__
 FROM __schema__.dead_letters d

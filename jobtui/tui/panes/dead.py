@@ -9,6 +9,7 @@ BINDINGS:
     r          requeue: the group (groups), the marked rows or the cursor row, or all matching
     d          delete, with the same choices (asks first, always)
     e          export the marked or matching rows to a JSON-lines or CSV file in the current dir
+    y / Y      copy the id, payload or traceback of the cursor row / save it to a file (rows)
     ] / n      load the next page of rows
 """
 
@@ -34,6 +35,7 @@ from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age, differing_part
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -65,6 +67,8 @@ class DeadPane(Pane):
         Binding("d", "delete", "Delete", id="delete"),
         Binding("d", "delete_group", "Delete GROUP…", id="delete.group"),
         Binding("e", "export", "Export", id="export"),
+        Binding("y", "copy(False)", "Copy", show=False, id="dead.copy"),
+        Binding("Y", "copy(True)", "Save to file", show=False, id="dead.save"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
         Binding("right_square_bracket,n", "next_page", "More", show=False, id="next_page"),
     ]
@@ -282,7 +286,7 @@ class DeadPane(Pane):
         if not allowed:
             return allowed
         on_rows = self._focused_table() == "dead-rows"
-        if action in ("requeue", "delete"):
+        if action in ("requeue", "delete", "copy"):
             return on_rows
         if action in ("requeue_group", "delete_group"):
             return not on_rows
@@ -311,6 +315,14 @@ class DeadPane(Pane):
             return
         ids, flt, label = self._target()
         self.post_message(ExportAsked(ids, flt, label))
+
+    def action_copy(self, to_file: bool) -> None:
+        """Copy (or save) the id, payload or traceback of the dead letter under the cursor."""
+        if self._gone():
+            return
+        key = self.query_one("#dead-rows", KeyedTable).current_key
+        if key is not None:
+            CopyFlow(self.app).ask_row(self.console.link, "dead", int(key), to_file=to_file)
 
     def action_clear_marks(self) -> None:
         self.query_one("#dead-rows", KeyedTable).clear_marks()

@@ -5,12 +5,18 @@ It opens on the unfinished jobs (what may need an operator); `a` toggles to ever
 BINDINGS:
     /          filter (state:ready,running kind:email free text; kind: completes)
     a          unfinished jobs / all jobs
-    o          the oldest ready jobs first (filter state:ready, sorted by wait)
+    o          the oldest ready job: filter state:ready (of the kind in force), sorted by
+               wait, the cursor on the job that has waited longest (read from the database,
+               shown on top even when it is pages away from the newest rows)
+    #          count the matching jobs exactly, once (the count of every refresh stops at
+               10k+; a text search's is not counted unless asked)
+    y / Y      copy the id, payload or traceback of the cursor row / save it to a file
     enter      detail
     space      mark
     u          clear marks
     c          cancel the marked jobs or the one under the cursor (asks first)
     r          run now (makes scheduled/retrying jobs ready at once)
+    R          run again: finished (succeeded or cancelled) jobs as new jobs linked to them
     ] / n      load the next page (also when the cursor reaches the last row)
 
 `c` and `r` are offered only when they can apply to the selection: a finished job cannot be
@@ -30,14 +36,15 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from jobtui import browse
-from jobtui.inert import inert, one_line, payload_preview
-from jobtui.models import PENDING_STATES, JobFilter, JobRow
-from jobtui.tui.actions import CANCEL, RUN_NOW
-from jobtui.tui.connection import Link
+from jobtui.inert import clean, inert, one_line, payload_preview
+from jobtui.models import PENDING_STATES, CappedCount, JobFilter, JobRow
+from jobtui.tui.actions import CANCEL, RERUN, RERUN_STATES, RUN_NOW
+from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -46,6 +53,8 @@ COUNT_EVERY_S = 30.0
 UNFINISHED = JobFilter(states=PENDING_STATES)
 CANCELLABLE = frozenset({"ready", "scheduled", "retrying", "running", "exhausted"})
 RUNNABLE_NOW = frozenset({"scheduled", "retrying"})
+RERUNNABLE = frozenset(RERUN_STATES)
+FITS = {"cancel": CANCELLABLE, "run_now": RUNNABLE_NOW, "run_again": RERUNNABLE}
 HINT = (
     "state:ready,scheduled,retrying,running,exhausted,succeeded,cancelled  kind:NAME  "
     "key:UNIQUE-KEY  free text (id, payload, error)"
@@ -56,9 +65,12 @@ HINT = (
 class JobsData:
     rows: list[JobRow]
     more: bool
-    total: int | None
+    total: CappedCount | None
     now: datetime  # the server's clock: every age is measured against it
     kinds: list[str] | None  # the known kinds, when they were read again
+    sought: bool = False  # the oldest ready job was looked for (after `o`)
+    oldest: int | None = None  # and found: its id
+    pinned: bool = False  # that job is shown though no page loaded holds it
 
 
 class JobsPane(Pane):
@@ -66,19 +78,29 @@ class JobsPane(Pane):
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("a", "toggle_all", "All/unfinished", id="jobs.all"),
         Binding("o", "oldest_ready", "Oldest ready", show=False, id="jobs.oldest"),
+        Binding("number_sign", "count_exact", "Exact count", show=False, id="jobs.count_exact"),
+        Binding("y", "copy(False)", "Copy", show=False, id="jobs.copy"),
+        Binding("Y", "copy(True)", "Save to file", show=False, id="jobs.save"),
         Binding("c", "cancel", "Cancel", id="cancel"),
         Binding("r", "run_now", "Run now", id="run_now"),
+        Binding("R", "run_again", "Run again", show=False, id="jobs.run_again"),
         Binding("u", "clear_marks", "Unmark", show=False, id="clear_marks"),
         Binding("right_square_bracket,n", "next_page", "More", id="next_page"),
     ]
     main_table = "#jobs-table"
+    # The count shown on every refresh reads at most this many rows (browse.count_jobs_capped).
+    count_cap = browse.COUNT_CAP
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.flt = UNFINISHED
         self.pages = 1
         self.more = False
-        self.total: int | None = None
+        self.total: CappedCount | None = None
+        self._exact: tuple[JobFilter, int] | None = None  # `#`: the exact count of a filter
+        self.seek_oldest = False  # `o`: show the oldest ready job, until the filter changes
+        self._jump = False  # move the cursor to the oldest ready job once it is shown
+        self._pinned: int | None = None  # the oldest ready job, shown beyond the pages loaded
         self.kinds: list[str] = []
         self.states: dict[str, str] = {}  # row key → state as shown
         self._counted_at = 0.0
@@ -105,6 +127,7 @@ class JobsPane(Pane):
 
     async def load(self, link: Link) -> JobsData:
         size = self.console.config.page_size
+        seek = self.seek_oldest
         rows, before = await load_pages(
             link,
             browse.list_jobs,
@@ -119,21 +142,38 @@ class JobsPane(Pane):
         seen = tuple((r.id, r.state) for r in rows)
         kinds = None
         if self.flt.text:
-            total = None  # counting a text search means scanning every row; not per refresh
+            total = None  # counting a text search means scanning every row: only when asked
         elif (
             self._count_for != self.flt
             or seen != self._counted_rows  # rows came, went or changed state: a write
             or now - self._counted_at > COUNT_EVERY_S
         ):
-            total = await link.run(browse.count_jobs, self.flt)
+            total = await link.run(browse.count_jobs_capped, self.flt, cap=self.count_cap)
             kinds = await link.run(browse.kinds)
             self._counted_at, self._count_for = now, self.flt
         self._counted_rows = seen
-        return JobsData(rows, more, total, await link.run(server_now), kinds)
+        found = await self._oldest(link, rows) if seek else None
+        oldest, pinned = found or (None, False)
+        now_at = await link.run(server_now)
+        return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned)
+
+    async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool] | None:
+        """The oldest ready job of the kind in force (None: there is none), added to `rows`
+        when no page loaded holds it (one index probe and, then, one read by id), and whether
+        it was added; None when it was claimed in between (the next refresh looks again)."""
+        oldest = await link.run(browse.oldest_ready_job, self.flt.kind)
+        if oldest is None or any(r.id == oldest for r in rows):
+            return oldest, False
+        job = await link.run(browse.get_job, oldest)
+        if job is None or job.state != "ready":
+            return None
+        rows.append(job)
+        return oldest, True
 
     def show(self, data: JobsData) -> None:
         self.more = data.more
         self.total = data.total
+        self._pinned = data.oldest if data.pinned else None
         if data.kinds is not None:
             self.kinds = data.kinds
         self.states = {}
@@ -176,7 +216,15 @@ class JobsPane(Pane):
                     ],
                 )
             )
-        self.query_one("#jobs-table", KeyedTable).sync(rows)
+        table = self.query_one("#jobs-table", KeyedTable)
+        table.sync(rows)
+        if self._jump and data.sought:
+            self._jump = False
+            if data.oldest is not None and str(data.oldest) in table.keys:
+                table.move_cursor(row=table.get_row_index(str(data.oldest)))
+            else:
+                of = f" of kind {clean(self.flt.kind)}" if self.flt.kind else ""
+                self.app.notify(f"No job{of} is ready.", timeout=4, markup=False)
         self._info()
         self._offer()
 
@@ -194,23 +242,33 @@ class JobsPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         allowed = super().check_action(action, parameters)
-        if not allowed or action not in ("cancel", "run_now"):
+        if not allowed or action not in FITS:
             return allowed
-        fits = CANCELLABLE if action == "cancel" else RUNNABLE_NOW
+        if action == "run_again" and self.console.read_only:
+            return False  # a write (until pane.WRITE_ACTIONS names it)
         # None: shown greyed in the footer, and the key does nothing.
-        return True if self._applies(fits) else None
+        return True if self._applies(FITS[action]) else None
 
     def _info(self) -> None:
         table = self.query_one("#jobs-table", KeyedTable)
         shown = len(table.keys)
-        of = "" if self.total is None else f" of {self.total:,}"
+        total = self.total
+        if self._exact is not None and self._exact[0] == self.flt:
+            total = CappedCount(self._exact[1], capped=False)
+        of = "" if total is None else f" of {total.text}"
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
+        if total is not None and total.capped:
+            parts.append(Text(" (# exact)", style="dim"))
+        elif total is None and self.flt.text:
+            parts.append(Text(" (# counts)", style="dim"))
+        if self._pinned is not None:
+            parts.append(Text(f"  · oldest ready #{self._pinned}: beyond the pages", style="dim"))
         if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
             parts.append(Text("  (no such kind has unfinished jobs)", style="bold"))
         if self.more:
-            more = "search older rows" if self.flt.text else "more"
-            parts.append(Text(f"  · ] {more}", style="dim"))
+            more = "searching: ] searches older rows" if self.flt.text else "] more"
+            parts.append(Text(f"  · {more}", style="bold" if self.flt.text else "dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)
@@ -230,6 +288,8 @@ class JobsPane(Pane):
     def set_filter(self, flt: JobFilter) -> None:
         self.flt = flt
         self.pages = 1
+        self.seek_oldest = self._jump = False
+        self._pinned = self._exact = None
         table = self.query_one("#jobs-table", KeyedTable)
         table.clear_marks()
         table.new_view()
@@ -249,14 +309,42 @@ class JobsPane(Pane):
         self.set_filter(replace(self.flt, states=states))
 
     def action_oldest_ready(self) -> None:
-        """The ready jobs, longest waiting first: filter state:ready and sort by `when` ▼.
+        """The ready jobs of the kind in force, longest waiting first, the cursor on the oldest.
 
-        The order is of the rows loaded (newest pages first; `]` loads older ones), which are
-        the oldest when the ready jobs fit in the pages shown.
+        The pages hold the newest rows; the oldest ready job is read from the database
+        (browse.oldest_ready_job) and shown on top even when it is pages away from them.
+        Text and unique-key filters are dropped: the oldest ready job need not match them.
         """
         table = self.query_one("#jobs-table", KeyedTable)
-        self.set_filter(replace(self.flt, states=("ready",)))
+        self.set_filter(JobFilter(states=("ready",), kind=self.flt.kind))
+        self.seek_oldest = True
+        self._jump = True
         table.sort_by("when", reverse=True)
+
+    def action_count_exact(self) -> None:
+        """Count the matching jobs exactly, once: shown until the filter changes."""
+        self.run_worker(self._count_exact(self.flt), group="count", exclusive=True)
+
+    async def _count_exact(self, flt: JobFilter) -> None:
+        """Not a refresh: bounded by the statement timeout only, and never repeated by one."""
+        try:
+            n = await self.console.link.run(browse.count_jobs, flt)
+        except LinkDown as exc:
+            self.app.notify(clean(exc.message), severity="error", markup=False)
+            return
+        except RefreshDropped as exc:
+            text = f"The exact count took longer than {exc.timeout_s:g} s and was stopped."
+            self.app.notify(text, severity="warning", markup=False)
+            return
+        if flt == self.flt:
+            self._exact = (flt, n)
+            self._info()
+
+    def action_copy(self, to_file: bool) -> None:
+        """Copy (or save) the id, payload or traceback of the job under the cursor."""
+        key = self.query_one("#jobs-table", KeyedTable).current_key
+        if key is not None:
+            CopyFlow(self.app).ask_row(self.console.link, "job", int(key), to_file=to_file)
 
     def _selected_ids(self) -> list[int]:
         return [int(k) for k in self.query_one("#jobs-table", KeyedTable).selection()]
@@ -270,6 +358,12 @@ class JobsPane(Pane):
         ids = self._selected_ids()
         if ids:
             self.post_message(WriteAsked(RUN_NOW, ids, self.flt))
+
+    def action_run_again(self) -> None:
+        """Run the finished jobs selected again, as new jobs linked to them (asks first)."""
+        ids = self._selected_ids()
+        if ids:
+            self.post_message(WriteAsked(RERUN, ids, self.flt))
 
     def action_clear_marks(self) -> None:
         self.query_one("#jobs-table", KeyedTable).clear_marks()
@@ -304,6 +398,8 @@ class JobsPane(Pane):
                 out.append((f"Cancel {what}", "asks first", "cancel"))
             if self._applies(RUNNABLE_NOW):
                 out.append((f"Run now {what}", "asks first", "run_now"))
+            if self._applies(RERUNNABLE):
+                out.append((f"Run again {what}", "new linked jobs; asks first", "run_again"))
         if self.more:
             out.append(("Load next page", "keyset paging", "next_page"))
         return out

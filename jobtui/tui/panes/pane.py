@@ -95,7 +95,11 @@ def ask_filter(
 
 
 # A text search scans a bounded range of ids per call (browse.SEARCH_SCOPE) and may return a
-# short page that still continues; each page the operator asks for may take this many calls.
+# short page that still continues. The first page is drawn after SEARCH_FIRST_CALLS calls, so
+# a search shows what the newest rows hold at once (one call at 2.35M rows: benchmarks/
+# console_scale.py) and the info line says it goes on; each page the operator asks for after
+# it (`]`) may take SEARCH_CALLS_PER_PAGE calls more.
+SEARCH_FIRST_CALLS = 1
 SEARCH_CALLS_PER_PAGE = 5
 
 
@@ -108,11 +112,15 @@ async def load_pages(
     size: int,
     searching: bool,
 ) -> tuple[list[Any], int | None]:
-    """Rows of the first `pages` keyset pages (newest first) and where the next would start."""
+    """Rows of the first `pages` keyset pages (newest first) and where the next would start.
+
+    A search stops early (see SEARCH_FIRST_CALLS): a non-None start with fewer rows than
+    `pages * size` means more rows may match below it, never that there are none.
+    """
     rows: list[Any] = []
     before: int | None = None
     calls = 0
-    max_calls = pages * (SEARCH_CALLS_PER_PAGE if searching else 1)
+    max_calls = SEARCH_FIRST_CALLS + (pages - 1) * SEARCH_CALLS_PER_PAGE if searching else pages
     while True:
         page = await link.run(fn, flt, before=before, limit=size)
         rows.extend(page.rows)
