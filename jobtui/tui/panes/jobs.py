@@ -244,8 +244,6 @@ class JobsPane(Pane):
         allowed = super().check_action(action, parameters)
         if not allowed or action not in FITS:
             return allowed
-        if action == "run_again" and self.console.read_only:
-            return False  # a write (until pane.WRITE_ACTIONS names it)
         # None: shown greyed in the footer, and the key does nothing.
         return True if self._applies(FITS[action]) else None
 

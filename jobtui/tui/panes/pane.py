@@ -37,6 +37,7 @@ WRITE_ACTIONS = frozenset(
         "run_schedule_now",
         "quiet_worker",
         "stop_worker",
+        "run_again",
     }
 )
 
