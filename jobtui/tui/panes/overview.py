@@ -43,6 +43,14 @@ SPARKS_FROM_ROWS = 24  # rows: sparklines only on a screen at least this tall
 KIND_WIDTH = (6, 15)  # the kind column fits the longest name within these widths
 TILE_LEVEL = {Level.OK: "ok", Level.WARN: "warn", Level.CRIT: "crit"}
 TILE_NOTE = {Level.OK: "", Level.WARN: " !", Level.CRIT: " !!"}
+# Rules whose cell alone would not say it in the status column (fail, paused, exhausted and no
+# worker have their own words above).
+RULE_NOTES = {
+    "oldest_ready": "OLD",
+    "dead_letters": "DEAD",
+    "drain_time": "DRAIN",
+    "ready": "BACKLOG",
+}
 TROUBLE = {Level.WARN: 2, Level.CRIT: 4}  # how much a firing rule lifts its kind in the table
 
 
@@ -220,7 +228,12 @@ class OverviewPane(KindsPane):
         if not k.handled:
             # In full when it is the only note; short next to others, so all fit.
             notes.append("no worker" if notes else "no worker handles this kind")
-        status_level = max(failing, level("no_worker"))
+        # Every other rule that fires for the kind is named here too, so "ok" means that
+        # nothing fires (the alarm line above lists the same rules, with their figures).
+        for rule, word in RULE_NOTES.items():
+            if level(rule):
+                notes.append(f"{'✗' if level(rule) is Level.CRIT else '!'} {word}")
+        status_level = max([failing, level("no_worker"), *(level(r) for r in RULE_NOTES)])
         status_style = level_style(status_level, st, "bold" if notes else st.muted)
         drain = drain_text(k.drain_s, k.not_draining)
         drain_style = level_style(level("drain_time"), st, "bold" if k.not_draining else "")
