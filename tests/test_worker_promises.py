@@ -22,7 +22,7 @@ from apps import basic
 from apps.helpers import fetchall, fetchval, running_worker, wait_until
 from test_worker_crash import Procs, started_attempt
 
-from jobtui import enqueue
+from jobtui import enqueue, enqueue_many
 from jobtui.ops import Actor, cancel_jobs
 from jobtui.registry import Registry
 from jobtui.worker import current_job
@@ -210,8 +210,9 @@ async def test_the_heartbeat_goes_on_while_analyze_and_samples_are_blocked_by_lo
             heartbeat_timeout=1.0,
             housekeeping_lock_timeout=0.2,
         ) as worker:
-            for _ in range(3):
-                await enqueue(aconn, "noop", {})
+            # One commit for the three, so a claim finds its batch full (the claim a NOTIFY
+            # starts at once would otherwise take each job alone, never a full one).
+            await enqueue_many(aconn, [{"kind": "noop"} for _ in range(3)])
             beats = []
             for _ in range(4):
                 beats.append(
