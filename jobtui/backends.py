@@ -48,7 +48,7 @@ async def signal_backend(
     conn: psycopg.AsyncConnection,
     schema: str,
     pid: int,
-    backend_start: datetime,
+    backend_start: datetime | None,
     *,
     terminate: bool,
     os_user: str,
@@ -60,33 +60,33 @@ async def signal_backend(
     Raises SignalRefused when the role may not. `conn` must not be inside a transaction.
     """
     action = ACTIONS[terminate]
-    q = queries(schema)
+    if backend_start is None:
+        raise SignalRefused(
+            f"this role cannot see when session {pid} started (grant it pg_read_all_stats), so "
+            "it cannot make sure it would signal that session and not a new one with its pid"
+        )
+    details: dict[str, object] = {"pid": pid, "backend_start": backend_start.isoformat()}
+    if why:
+        details["why"] = why
     try:
         async with conn.transaction():
             cur = await conn.execute(
-                q.backend_signal,
-                {"pid": pid, "backend_start": backend_start, "terminate": terminate},
-            )
-            row = await cur.fetchone()
-            signalled = bool(row and row[0])
-            details: dict[str, object] = {"pid": pid, "backend_start": backend_start.isoformat()}
-            if row is not None:
-                details.update({"user": row[1], "application": row[2]})
-            if why:
-                details["why"] = why
-            await conn.execute(
-                q.ops_audit,
+                queries(schema).backend_signal,
                 {
+                    "pid": pid,
+                    "backend_start": backend_start,
+                    "terminate": terminate,
                     "os_user": os_user,
                     "action": action,
-                    "ids": None,
-                    "filter": Jsonb(details),
-                    "count": 1 if signalled else 0,
+                    "details": Jsonb(details),
                 },
             )
+            row = await cur.fetchone()
     except pgerrors.InsufficientPrivilege as exc:
         raise SignalRefused(_plain_refusal(exc, action)) from None
-    return SignalOutcome(pid, action, signalled, gone=row is None)
+    assert row is not None  # the INSERT always writes its one row
+    signalled, found = bool(row[0]), bool(row[1])
+    return SignalOutcome(pid, action, signalled, gone=not found)
 
 
 def _plain_refusal(exc: pgerrors.InsufficientPrivilege, action: str) -> str:

@@ -59,7 +59,7 @@ class Blocker:
     xact_age_s: float | None
     xid_age: int | None
     query: str | None
-    backend_start: datetime
+    backend_start: datetime | None  # None: this role may not see it (pg_read_all_stats)
     signal_refusal: str | None
 
 

@@ -204,7 +204,8 @@ async def snapshot(
         )
         for r in workers_raw
     ]
-    live_kinds = [w.kinds for w in workers if not w.stale]
+    # A worker an operator quieted or asked to stop claims nothing: it handles no kind.
+    live_kinds = [w.kinds for w in workers if not w.stale and w.control not in ("quiet", "stop")]
     limits = {r["kind"]: r for r in limit_rows}
 
     kinds = [

@@ -244,8 +244,16 @@ async def _pending(
         )
     q = queries(schema)
     workers = await _all(conn, q.why_workers, {"kind": kind})
-    live = [w for w in workers if w["live"]]
-    if not live:
+    # A worker an operator quieted or asked to stop claims nothing: it does not count.
+    claiming = [w for w in workers if w["live"] and w["control"] not in ("quiet", "stop")]
+    quiet = [w for w in workers if w["live"] and w["control"] in ("quiet", "stop")]
+    live = claiming
+    if not live and quiet:
+        each = ", ".join(f"{w['id']} ({w['control']})" for w in quiet)
+        reasons.append(
+            Reason("workers_quiet", f"every live worker that handles {kind!r} is quieted: {each}")
+        )
+    elif not live:
         stale = f" ({len(workers)} stale worker(s) do)" if workers else ""
         reasons.append(Reason("no_worker", f"no live worker handles kind {kind!r}{stale}"))
     elif all(w["running"] >= w["concurrency"] for w in live):

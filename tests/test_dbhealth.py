@@ -70,10 +70,10 @@ async def test_open_transaction_is_the_blocker_with_its_age_and_effect(
         b = h.blocker
         assert b is not None
         assert b.pid == blocker.info.backend_pid
-        assert b.application == "test-blocker" and b.user == "root"
+        assert b.application == "test-blocker" and b.user == blocker.info.user
         assert b.state == "idle in transaction"
         assert b.query == "SELECT txid_current()"
-        assert b.signal_refusal is None  # root is superuser
+        assert b.signal_refusal is None  # the test server's user is a superuser
         assert b.xact_age_s is not None
         assert before - started - 0.3 <= b.xact_age_s <= elapsed + 0.3
         jobs = h.jobs
@@ -321,3 +321,46 @@ async def test_on_a_standby_the_lag_and_read_only(replica_db: ReplicaDB) -> None
     assert as_json(h)["replica"]["read_only"] is True
     primary = await reading(replica_db.primary_dsn)
     assert primary.replica is None and as_json(primary)["replica"] is None
+
+
+async def test_a_role_that_may_not_write_the_audit_log_signals_nothing(
+    managed: tuple[Owner, str],
+) -> None:
+    """The signal and its audit row are one statement: a role that may signal but not write
+    audit_log is refused before anything is signalled (a signal cannot be rolled back)."""
+    owner, app_dsn = managed
+    signaller = f"{owner.prefix}sig"
+    with psycopg.connect(owner.admin_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{signaller}" LOGIN')
+        admin.execute(f'GRANT pg_signal_backend, pg_read_all_stats TO "{signaller}"')
+        admin.execute(f'GRANT USAGE ON SCHEMA public TO "{signaller}"')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{signaller}"')
+    victim = open_blocker(app_dsn, app="victim")
+    try:
+        sig_dsn = conninfo.make_conninfo(owner.dsn, user=signaller)
+        h = await reading(sig_dsn)
+        b = h.blocker
+        assert b is not None and b.pid == victim.info.backend_pid and b.backend_start is not None
+        async with await psycopg.AsyncConnection.connect(sig_dsn, autocommit=True) as aconn:
+            with pytest.raises(backends.SignalRefused, match="audit log"):
+                await backends.signal_backend(
+                    aconn, "public", b.pid, b.backend_start, terminate=True, os_user="op@host"
+                )
+        assert victim.execute("SELECT 1").fetchone() == (1,)  # still alive
+        # Without pg_read_all_stats the session's start is hidden: refused up front, in words.
+        with psycopg.connect(owner.admin_dsn, autocommit=True) as admin:
+            admin.execute(f'REVOKE pg_read_all_stats FROM "{signaller}"')
+        h = await reading(sig_dsn)
+        assert h.blocker is not None and h.blocker.backend_start is None
+        assert h.blocker.signal_refusal is not None
+        assert "pg_read_all_stats" in h.blocker.signal_refusal
+        async with await psycopg.AsyncConnection.connect(sig_dsn, autocommit=True) as aconn:
+            with pytest.raises(backends.SignalRefused, match="pg_read_all_stats"):
+                await backends.signal_backend(
+                    aconn, "public", b.pid, None, terminate=True, os_user="op@host"
+                )
+        assert victim.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        victim.close()
+    with psycopg.connect(owner.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)

@@ -584,3 +584,21 @@ def test_each_attempt_shows_its_own_run_time() -> None:
     text = "\n".join(p.plain for p in parts if isinstance(p, Text))
     assert "attempt 1" in text and "ran 3.5s" in text
     assert text.count("ran ") == 1
+
+
+async def test_rows_arriving_while_the_count_is_typed_are_never_acted_on(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """The operator types the count the dialog showed; if more rows match by then, nothing
+    is done and the console says so (acting on 8 after confirming 5 was the bug)."""
+    ids = add_dead(conn, "webhook", "ConnectTimeout: after 10s", n=5)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await dead_tab(app, pilot, "#dead-rows", 5)
+        await pilot.press("tab", "r")
+        await confirm(pilot)
+        await pilot.press("2")
+        later = add_dead(conn, "webhook", "ConnectTimeout: after 10s", n=3)  # meanwhile
+        await pilot.press("5", "enter")
+        await until(pilot, lambda: any("Nothing was done: 8 rows" in n for n in notifications(app)))
+        assert dead_ids(conn) == set(ids) | set(later) and audit(conn) == []

@@ -74,9 +74,13 @@ async def test_blocker_shown_then_terminated_from_the_console(
             # the age shown is the server's, at most a refresh (0.5 s) old, cut to whole seconds
             assert elapsed - 1.6 <= seconds(match.group(1)) <= elapsed, (match.group(1), elapsed)
             assert lines[1].endswith(" · C cancel · K terminate")
+            # user · application · client (host:port over TCP, "local" over a socket) · query
+            client = r"127\.0\.0\.1:\d+" if blocker.info.host.startswith("127.") else "local"
             assert re.fullmatch(
-                r"root · test-blocker · 127\.0\.0\.1:\d+ · query: SELECT txid_current\(\)", lines[2]
-            )
+                rf"{re.escape(blocker.info.user)} · test-blocker · {client} · "
+                r"query: SELECT txid_current\(\)",
+                lines[2],
+            ), lines[2]
             await until(
                 pilot, lambda: "jobs: 120 dead tuples (50% of the table)" in blocker_text(app)
             )

@@ -320,3 +320,35 @@ async def test_ready_and_its_place_in_claim_order(aconn: psycopg.AsyncConnection
             }
         ],
     }
+
+
+async def test_a_quieted_worker_does_not_count_as_handling_its_kind(
+    dsn: str, aconn: psycopg.AsyncConnection
+) -> None:
+    """An operator quieted the only worker for the kind (a real one, through worker_control):
+    `why` says so, and the snapshot no longer calls the kind handled (the no_worker rule)."""
+    from jobtui import metrics, worker_control
+
+    reg = Registry()
+
+    @reg.handler("qk")
+    async def qk(payload: Any) -> None:
+        return None
+
+    async with running_worker(dsn, reg) as worker:
+        await worker_control.control_worker(
+            aconn, "public", worker.id, "quiet", actor=ops.Actor("op@test")
+        )
+
+        async def applied() -> bool:
+            return await fetchval(
+                aconn, "SELECT control_applied = 'quiet' FROM workers WHERE id = %s", (worker.id,)
+            )
+
+        await wait_until(applied, what="the worker to go quiet")
+        job_id = await enqueue(aconn, "qk", {})
+        answer = await explain(aconn, "public", job_id)
+        assert answer is not None
+        assert "workers_quiet" in [r.code for r in answer.reasons], answer.reasons
+        snap = await metrics.snapshot(aconn, "public")
+        assert next(k for k in snap.kinds if k.kind == "qk").handled is False

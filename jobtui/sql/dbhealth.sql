@@ -9,9 +9,11 @@
 -- but still holds its xid once it has written, so both are looked at. Its query is cut to 200
 -- characters. `may_signal` / `signal_refusal` say whether the current role could cancel or
 -- terminate it, by PostgreSQL's own rules: superuser targets only by a superuser, others by a
--- superuser, a member of pg_signal_backend or a member of the target's role.
+-- superuser, a role with the privileges of pg_signal_backend or of the target's role. The
+-- server checks "has the privileges of" (an inheriting membership), so 'USAGE', not 'MEMBER':
+-- since PostgreSQL 16 the role that creates another is its member without inheriting it.
 WITH me AS (
-  SELECT r.rolname, r.rolsuper, pg_has_role('pg_signal_backend', 'MEMBER') AS signaller
+  SELECT r.rolname, r.rolsuper, pg_has_role('pg_signal_backend', 'USAGE') AS signaller
   FROM pg_roles r WHERE r.rolname = current_user
 )
 SELECT a.pid, a.usename, a.application_name,
@@ -22,10 +24,14 @@ SELECT a.pid, a.usename, a.application_name,
        a.xact_start, a.backend_start,
        greatest(age(a.backend_xid), age(a.backend_xmin)) AS xid_age,
        left(a.query, 200) AS query,
-       CASE WHEN t.rolsuper AND NOT me.rolsuper THEN
+       CASE WHEN a.backend_start IS NULL THEN
+              format('role %s cannot see when that session started (grant it '
+                     'pg_read_all_stats), so it cannot make sure it would signal that session '
+                     'and not a new one with its pid', me.rolname)
+            WHEN t.rolsuper AND NOT me.rolsuper THEN
               format('it belongs to superuser %s, and only a superuser may signal it; role %s '
                      'is not one', a.usename, me.rolname)
-            WHEN me.rolsuper OR me.signaller OR pg_has_role(a.usesysid, 'MEMBER') THEN NULL
+            WHEN me.rolsuper OR me.signaller OR pg_has_role(a.usesysid, 'USAGE') THEN NULL
             ELSE format('role %s is not superuser, not a member of pg_signal_backend and not '
                         'a member of role %s, whose backend it is', me.rolname, a.usename)
        END AS signal_refusal
@@ -111,10 +117,27 @@ ORDER BY w.id
 
 -- name: backend_signal
 -- Cancel (`terminate` false) or terminate the backend `pid`, but only if it is still the same
--- session the operator saw (same backend_start): a pid can be reused by a new connection.
--- No row: that session has ended. A role that may not signal it gets InsufficientPrivilege.
-SELECT CASE WHEN %(terminate)s THEN pg_terminate_backend(a.pid)
-            ELSE pg_cancel_backend(a.pid) END AS signalled,
-       a.usename, a.application_name
-FROM pg_stat_activity a
-WHERE a.pid = %(pid)s AND a.backend_start = %(backend_start)s
+-- session the operator saw (same backend_start): a pid can be reused by a new connection. The
+-- signal and its audit row are one statement: the INSERT's privilege is checked before anything
+-- runs, so a role that may not write the audit log signals nothing, and a signal is never
+-- left unaudited. `found` false: that session has ended. A role that may not signal it gets
+-- InsufficientPrivilege and nothing is written.
+WITH target AS (
+  SELECT a.pid, a.usename, a.application_name
+  FROM pg_stat_activity a
+  WHERE a.pid = %(pid)s AND a.backend_start = %(backend_start)s
+), sig AS (
+  SELECT CASE WHEN %(terminate)s THEN pg_terminate_backend(t.pid)
+              ELSE pg_cancel_backend(t.pid) END AS signalled,
+         t.pid, t.usename, t.application_name
+  FROM target t
+)
+INSERT INTO __schema__.audit_log (os_user, action, ids, filter, count)
+SELECT %(os_user)s, %(action)s, NULL,
+       %(details)s::jsonb
+         || CASE WHEN sig.pid IS NULL THEN '{"found": false}'::jsonb
+                 ELSE jsonb_build_object('found', true, 'user', sig.usename,
+                                         'application', sig.application_name) END,
+       CASE WHEN sig.signalled THEN 1 ELSE 0 END
+FROM (VALUES (1)) one LEFT JOIN sig ON true
+RETURNING count = 1 AS signalled, (filter ->> 'found')::boolean AS found

@@ -34,7 +34,7 @@ WHERE d.id = %(id)s
 -- partial index of running jobs).
 SELECT w.id,
        now() - w.heartbeat_at <= make_interval(secs => w.heartbeat_timeout_s) AS live,
-       w.running, w.concurrency,
+       w.running, w.concurrency, w.control,
        (SELECT count(*) FROM __schema__.jobs r
         WHERE r.locked_by = w.id AND r.finished_at IS NULL AND r.locked_at IS NOT NULL
           AND r.kind = %(kind)s) AS running_kind

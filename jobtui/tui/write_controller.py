@@ -162,7 +162,18 @@ class WriteController:
             changed = await self.link.run(spec.by_ids, ids, actor=self.actor)
             wanted = len(ids)
         else:
-            assert spec.matching is not None
+            assert spec.matching is not None and spec.count is not None
+            # The operator typed the count the dialog showed; rows may have arrived while they
+            # typed. Acting on more than they confirmed is never right: ask again instead.
+            now = await self.link.run(spec.count, flt)
+            if now != matching:
+                self._report(
+                    f"Nothing was done: {now:,} rows match now, {matching or 0:,} when you "
+                    "confirmed. Ask again to act on what matches now.",
+                    severity="warning",
+                    refresh=True,
+                )
+                return
             changed = await self.link.run(spec.matching, flt, actor=self.actor)
             wanted = matching or 0
         message = spec.outcome(changed)
