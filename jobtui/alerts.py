@@ -311,7 +311,9 @@ def _number(where: str, measure: Measure, value: object) -> float:
         number = float(value)
     else:
         raise InvalidRule(f"{where}: expected {_expected(measure)}, not {value!r}")
-    if not math.isfinite(number) or number < 0:
+    if not math.isfinite(number):
+        raise InvalidRule(f"{where}: expected a finite number, not {value!r}")
+    if number < 0:
         raise InvalidRule(f"{where}: must not be negative")
     if measure.unit == "ratio" and number > 1:
         raise InvalidRule(f"{where}: a failure rate is at most 1 (100%)")

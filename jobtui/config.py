@@ -53,7 +53,10 @@ def parse_duration(text: str) -> timedelta:
             f"invalid duration {text!r}: use a number with s, m, h or d, e.g. 30s, 5m, 2h, 7d"
         )
     value, unit = float(match.group(1)), match.group(2) or "s"
-    return timedelta(seconds=value * _UNIT_S[unit])
+    try:
+        return timedelta(seconds=value * _UNIT_S[unit])
+    except OverflowError:
+        raise InvalidDuration(f"invalid duration {text!r}: too large (at most 999999999d)") from None
 
 
 def format_duration(seconds: float | None) -> str:

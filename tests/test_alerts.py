@@ -340,6 +340,8 @@ replica_lag = { warn = "30s", crit = "5m" }
         ("[alerts]\ndead_letters = 5", "expected { warn = …, crit = … }"),
         ("[alerts]\noldest_ready = { warn = 'soon' }", "invalid duration"),
         ("[alerts]\nfailure_rate = { warn = 2 }", "at most 1"),
+        ("[alerts]\nfailure_rate = { warn = nan }", "failure_rate.warn: expected a finite number"),
+        ("[alerts]\noldest_ready = { warn = '99999999999999d' }", "oldest_ready.warn: invalid"),
         ("[alerts]\noldest_ready = { warn = '1h', crit = '5m' }", "crit must not be below warn"),
         ("[alerts]\noldest_ready = { warm = '1h' }", "unknown level(s) warm"),
         ("[alerts]\nreplica_lag = { warn = '1m' }", "put it under [alerts.queue]"),
