@@ -32,16 +32,21 @@ bench: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
-.PHONY: bench-table bench-plot bench-console
+.PHONY: bench-table bench-plot bench-console bench-history
 
 # The README's performance table and the scaling plot, from the results JSON `make bench` wrote.
 BENCH_RESULTS ?= benchmarks/results.json
+BENCH_HISTORY ?= benchmarks/history.json
 bench-table: install
 	$(PY) benchmarks/table.py $(BENCH_RESULTS)
 
 bench-plot: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
-	$(PY) benchmarks/plot.py $(BENCH_RESULTS)
+	$(PY) benchmarks/plot.py $(BENCH_RESULTS) $(if $(wildcard $(BENCH_HISTORY)),--history $(BENCH_HISTORY))
+
+# The console's reads with 1M and 10M finished jobs kept (builds the data sets once; minutes).
+bench-history: install
+	$(PY) benchmarks/history.py --results $(BENCH_HISTORY) $(BENCH_HISTORY_ARGS)
 
 # Idle console bytes per tab through a real terminal (tmux), 80x24 and 120x40.
 bench-console: install

@@ -1,12 +1,16 @@
 """Plot how drain and pickup change with worker processes and backlog (`make bench-plot`).
 
-    python benchmarks/plot.py benchmarks/results.json [--out benchmarks/scaling.png]
+    python benchmarks/plot.py benchmarks/results.json [--history benchmarks/history.json]
+                              [--out benchmarks/scaling.png]
 
 Reads the raw runs of a results JSON (benchmarks/run.py, best with the matrix:
 `--workers 1,2,4 --backlog 20000,200000,2000000`) and draws three panels: drain jobs/s against
 worker processes (one line per system and backlog), drain jobs/s against backlog (one line per
-system and worker count, log scale) and pickup p50/p99 against worker processes. Points are
-medians, bars the min–max of the runs. matplotlib comes with the bench extra.
+system and worker count, log scale) and pickup p50/p99 against worker processes; with
+`--history` (benchmarks/history.py) a fourth: the console's reads against the number of
+finished jobs kept. Points are medians, bars the min–max
+of the runs (for the history panel, p50 with a bar up to p95). matplotlib comes with the bench
+extra.
 """
 
 from __future__ import annotations
@@ -55,7 +59,28 @@ def draw(ax: Any, data: dict, label: Any, log_x: bool = False) -> None:
     ax.legend(fontsize=7)
 
 
-def plot(results: dict[str, Any], out: Path) -> None:
+def draw_history(ax: Any, history: dict[str, Any]) -> None:
+    """p50 of each read against the finished jobs kept, a bar up to its p95."""
+    timings = history["timings_ms"]
+    sizes = sorted(int(n) for n in timings)
+    for label in timings[str(sizes[0])]:
+        p50 = [statistics.median(timings[str(n)][label]) for n in sizes]
+        p95 = [percentile(timings[str(n)][label], 95) for n in sizes]
+        ups = [hi - mid for mid, hi in zip(p50, p95, strict=True)]
+        ax.errorbar(sizes, p50, yerr=[[0] * len(sizes), ups], marker="o", capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{n / 1e6:g}M" for n in sizes])
+    ax.minorticks_off()
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6)
+    ax.set(
+        title="Console reads vs finished jobs kept",
+        xlabel="finished jobs",
+        ylabel="ms (p50, bar to p95)",
+    )
+
+
+def plot(results: dict[str, Any], out: Path, history: dict[str, Any] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,7 +95,11 @@ def plot(results: dict[str, Any], out: Path) -> None:
             pickups.append({**r, "p50": p99, "system": f"{r['system']} p99"})
     if not drains and not pickups:
         raise ValueError("no drain or latency runs in these results")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    if history:
+        fig, grid = plt.subplots(2, 2, figsize=(14, 9))
+        axes = list(grid.flat)
+    else:
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     draw(
         axes[0],
         series(drains, "workers", ("system", "backlog"), "rate"),
@@ -90,6 +119,8 @@ def plot(results: dict[str, Any], out: Path) -> None:
         lambda k: k[0] if k[0].endswith("p99") else f"{k[0]} p50",
     )
     axes[2].set(title="Pickup latency vs worker processes", xlabel="worker processes", ylabel="ms")
+    if history:
+        draw_history(axes[3], history)
     machine = results.get("machine", {})
     fig.suptitle(
         f"{results.get('date', '')} · {machine.get('cores', '?')} cores · PostgreSQL "
@@ -104,11 +135,13 @@ def plot(results: dict[str, Any], out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/plot.py", description=__doc__.split("\n")[0])
     parser.add_argument("results", type=Path)
+    parser.add_argument("--history", type=Path, help="benchmarks/history.py's results JSON")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     try:
         results = json.loads(args.results.read_text())
-        plot(results, args.out)
+        history = json.loads(args.history.read_text()) if args.history else None
+        plot(results, args.out, history)
     except ImportError:
         print(
             "bench-plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr
