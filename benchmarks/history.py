@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -156,7 +157,10 @@ async def measure(dsn: str, runs: int) -> dict[str, list[float]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
+    ap.add_argument(
+        "--dsn",
+        default=os.environ.get("JOBTUI_BENCH_DSN", "postgresql://root@127.0.0.1:5432/postgres"),
+    )
     ap.add_argument("--sizes", default="1000000,10000000", help="finished jobs, comma-separated")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--rebuild", action="store_true")
