@@ -119,8 +119,8 @@ BEGIN
 END
 $fn$;
 
--- DELETE and TRUNCATE keep 0016's jobtui_job_count(). Replacing the triggers inside this
--- migration's transaction holds jobs' lock to commit: no statement fires neither or both.
+-- DELETE and TRUNCATE keep 0016's jobtui_job_count(). The triggers are replaced inside the
+-- migrator's one transaction, which holds jobs' lock to commit: no statement fires neither.
 DROP TRIGGER IF EXISTS jobtui_job_count_ins ON __schema__.jobs;
 DROP TRIGGER IF EXISTS jobtui_job_count_upd ON __schema__.jobs;
 CREATE TRIGGER jobtui_job_count_ins AFTER INSERT ON __schema__.jobs
