@@ -1,13 +1,18 @@
 """What one job costs the server, phase by phase, measured where noise does not reach.
 
-The drain's jobs/s moves with whatever else runs on a shared machine; these do not: WAL bytes
-and index entries written per job, and the CPU time of this run's own server backend (from
-/proc, so the server must be on this machine). One connection plays the whole life of `--jobs`
-no-op jobs with the worker's own statements (jobtui.worker.statements): enqueue_many, claims of
-`--batch`, completions of `--batch`. Each round runs on a fresh database migrated by this tree.
+The drain's jobs/s moves with whatever else runs on a shared machine; these do not: the WAL
+written by this run's own transactions (pg_waldump over the run's LSN range, keeping the
+records of transactions that touched this run's database; with and without full-page images),
+the growth of `jobs`' indexes, and the CPU time of this run's own server backend (from /proc:
+the server must be on this machine; 10 ms ticks, so give it thousands of jobs). One connection
+plays the life of `--jobs` no-op jobs with the worker's own statements
+(jobtui.worker.statements): one enqueue_many, claims of `--batch`, completions of `--batch`;
+and SINGLE_INSERTS one-row INSERTs as the article's producer writes them. Each round runs on
+a fresh database migrated by the jobtui it imports, dropped afterwards.
 
-    .venv/bin/python -m benchmarks.server_cost --dsn postgresql://root@127.0.0.1:5432/postgres
-    PYTHONPATH=/work/main .venv/bin/python -m benchmarks.server_cost   # the base tree's figures
+    .venv/bin/python benchmarks/server_cost.py --dsn postgresql://root@127.0.0.1:5432/postgres
+    PYTHONPATH=/work/main .venv/bin/python benchmarks/server_cost.py   # another tree's jobtui
+    .venv/bin/python benchmarks/server_cost.py --setup "DROP INDEX jobs_running"  # an experiment
 """
 
 from __future__ import annotations
