@@ -18,7 +18,10 @@ from jobtui import browse, enqueue, metrics, ops
 from jobtui.models import JOB_STATES, DeadFilter, JobFilter
 from jobtui.ops import Actor
 from jobtui.registry import Registry
+from jobtui.enqueue import enqueue_many
 from jobtui.sql import queries
+from jobtui.worker.link import Link
+from jobtui.worker.statements import WorkerDB
 
 S = "public"
 STATES = ("ready", "scheduled", "retrying", "running", "exhausted", "succeeded", "cancelled")
@@ -310,6 +313,26 @@ def test_the_workers_connections_leave_the_fold_to_its_housekeeper(
     n = conn.execute("SELECT count(*) FROM job_counts").fetchone()
     assert n is not None and n[0] < 1000
     check(conn)
+
+
+async def test_a_worker_connection_does_not_fold_and_its_writes_stay_counted(dsn: str) -> None:
+    """The worker's links say `jobtui.fold_in_trigger = off` (so its claims and completions
+    never wait for a fold), and what they write is still counted exactly."""
+    link = Link(dsn, "test", statement_timeout=30.0)
+    try:
+        conn = await link.connection()
+        cur = await conn.execute("SELECT current_setting('jobtui.fold_in_trigger', true)")
+        assert await cur.fetchone() == ("off",)
+        await enqueue_many(conn, [{"kind": "mail"} for _ in range(30)])
+        db = WorkerDB(S, "w:test")
+        rows = await db.claim(link, ["mail"], 20)
+        await db.write_group(link, "done", [(r[0], r[3]) for r in rows[:15]])
+    finally:
+        await link.close()
+    with psycopg.connect(dsn, autocommit=True) as plain:
+        got = check(plain)
+    assert got["mail"]["ready"] == 10 and got["mail"]["running"] == 5
+    assert got["mail"]["succeeded"] == 15
 
 
 def test_the_article_claim_walks_jobs_pending_past_no_locked_row(conn: psycopg.Connection) -> None:
