@@ -15,10 +15,10 @@ import pytest
 from apps.helpers import running_worker, wait_until
 
 from jobtui import browse, enqueue, metrics, ops
+from jobtui.enqueue import enqueue_many
 from jobtui.models import JOB_STATES, DeadFilter, JobFilter
 from jobtui.ops import Actor
 from jobtui.registry import Registry
-from jobtui.enqueue import enqueue_many
 from jobtui.sql import queries
 from jobtui.worker.link import Link
 from jobtui.worker.statements import WorkerDB
