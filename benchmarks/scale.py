@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import os
 import statistics
 import sys
 import time
@@ -127,6 +128,7 @@ def stale(dsn: str) -> None:
             " WHERE finished_at IS NULL ORDER BY id LIMIT 20000)"
         )
         conn.execute("ANALYZE")  # statistics are fresh; the visibility map is not
+        conn.execute("SELECT pg_stat_reset()")  # index use counted from here (print_index_use)
 
 
 def ensure_template(admin: str, rebuild: bool) -> str:
@@ -142,14 +144,23 @@ def ensure_template(admin: str, rebuild: bool) -> str:
 
 
 def copy_of(admin: str, template: str) -> str:
-    name = f"{template}_run"
+    """A copy of the template for this run only (its own name: runs by others may share the
+    template). Copying waits while another run is copying it (a template must be idle)."""
+    name = f"{template}_run{os.getpid()}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        conn.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(template)
-            )
-        )
+        for attempt in range(120):
+            try:
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                        sql.Identifier(name), sql.Identifier(template)
+                    )
+                )
+                break
+            except psycopg.errors.ObjectInUse:
+                if attempt == 119:
+                    raise
+                time.sleep(1)
     return name
 
 
@@ -199,6 +210,18 @@ async def measure(dsn: str, runs: int, jit: str) -> dict[str, tuple[float, float
     return out
 
 
+def print_index_use(dsn: str) -> None:
+    """Which indexes on `jobs` the console's reads used (scans while measuring): an index no
+    read here and no worker statement uses costs every write and serves nothing."""
+    time.sleep(1.0)  # backends report their counters when idle, within a second
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes"
+            " WHERE relname = 'jobs' ORDER BY idx_scan DESC, indexrelname"
+        ).fetchall()
+    print("\nindex scans on jobs while measuring: " + ", ".join(f"{n} {c}" for n, c in rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
@@ -233,6 +256,7 @@ def main() -> None:
                 f"{label:40} {on[0]:9.1f} /{on[1]:7.1f} {off[0]:9.1f} /{off[1]:7.1f}"
                 f" {vac[0]:11.1f} /{vac[1]:7.1f}"
             )
+        print_index_use(dsn)
     finally:
         with psycopg.connect(args.dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(db)))

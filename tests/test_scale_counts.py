@@ -15,10 +15,13 @@ import pytest
 from apps.helpers import running_worker, wait_until
 
 from jobtui import browse, enqueue, metrics, ops
+from jobtui.enqueue import enqueue_many
 from jobtui.models import JOB_STATES, DeadFilter, JobFilter
 from jobtui.ops import Actor
 from jobtui.registry import Registry
 from jobtui.sql import queries
+from jobtui.worker.link import Link
+from jobtui.worker.statements import WorkerDB
 
 S = "public"
 STATES = ("ready", "scheduled", "retrying", "running", "exhausted", "succeeded", "cancelled")
@@ -292,3 +295,61 @@ async def test_dead_letter_groups_from_counts_equal_the_grouped_rows(
     assert await browse.count_dead(aconn, S, DeadFilter(signature=signature)) == exact[0]
     conn.execute("TRUNCATE dead_letters")
     assert await check_groups() == []
+
+
+def test_the_workers_connections_leave_the_fold_to_its_housekeeper(
+    conn: psycopg.Connection,
+) -> None:
+    """Migration 0019: a connection that says `jobtui.fold_in_trigger = off` (the bundled
+    worker's) never folds in a trigger; any other writer still does, 1 statement in 64."""
+    conn.execute("SELECT set_config('jobtui.fold_in_trigger', 'off', false)")
+    for _ in range(300):  # without the setting, no fold in 300 would happen 1 time in 110
+        insert(conn, "mail", 1)
+    assert conn.execute("SELECT count(*) FROM job_counts").fetchone() == (300,)
+    conn.execute("SELECT set_config('jobtui.fold_in_trigger', '', false)")
+    conn.execute("SELECT jobtui_fold_job_counts()")
+    for _ in range(1000):  # a classic producer: folds with certainty but 1 in 10^7
+        insert(conn, "mail", 1)
+    n = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    assert n is not None and n[0] < 1000
+    check(conn)
+
+
+async def test_a_worker_connection_does_not_fold_and_its_writes_stay_counted(dsn: str) -> None:
+    """The worker's links say `jobtui.fold_in_trigger = off` (so its claims and completions
+    never wait for a fold), and what they write is still counted exactly."""
+    link = Link(dsn, "test", statement_timeout=30.0)
+    try:
+        conn = await link.connection()
+        cur = await conn.execute("SELECT current_setting('jobtui.fold_in_trigger', true)")
+        assert await cur.fetchone() == ("off",)
+        await enqueue_many(conn, [{"kind": "mail"} for _ in range(30)])
+        db = WorkerDB(S, "w:test")
+        rows = await db.claim(link, ["mail"], 20)
+        await db.write_group(link, "done", [(r[0], r[3]) for r in rows[:15]])
+    finally:
+        await link.close()
+    with psycopg.connect(dsn, autocommit=True) as plain:
+        got = check(plain)
+    assert got["mail"]["ready"] == 10 and got["mail"]["running"] == 5
+    assert got["mail"]["succeeded"] == 15
+
+
+def test_the_article_claim_walks_jobs_pending_past_no_locked_row(conn: psycopg.Connection) -> None:
+    """Migration 0019: jobs_pending holds unlocked unfinished rows only (a claim writes no
+    entry into it), and the article's claim reads it without stepping over locked rows."""
+    insert(conn, "mail", 50)
+    conn.execute(
+        "UPDATE jobs SET locked_at = now() WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT 20)"
+    )
+    conn.execute("ANALYZE jobs")
+    conn.execute("SET enable_seqscan = off")
+    plan = conn.execute(
+        "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT id FROM jobs"
+        " WHERE finished_at IS NULL AND locked_at IS NULL AND run_at <= now()"
+        " ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+    ).fetchall()
+    text = "\n".join(r[0] for r in plan)
+    assert "jobs_pending on jobs" in text and "Rows Removed by Filter" not in text
+    conn.execute("RESET enable_seqscan")
+    check(conn)

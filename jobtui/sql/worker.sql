@@ -417,13 +417,17 @@ ANALYZE __schema__.jobs
 -- name: worker_session_timeouts
 -- Set once per worker connection: no statement may hang for ever (a claim on a half-open
 -- connection, a housekeeping statement behind a lock). Values are PostgreSQL durations.
+-- And the counting triggers do not fold on the worker's connections (migration 0019): its
+-- housekeeper folds every heartbeat interval, so claims and completions never wait for a fold.
 SELECT set_config('statement_timeout', %(statement_timeout)s, false),
-       set_config('lock_timeout', %(lock_timeout)s, false)
+       set_config('lock_timeout', %(lock_timeout)s, false),
+       set_config('jobtui.fold_in_trigger', 'off', false)
 
 -- name: worker_fold_counts
 -- Merge the delta rows that migration 0016's triggers append to job_counts and job_flow (one
 -- or two per statement that writes `jobs`) and dead_group_counts, so the snapshot and the Dead
--- letters tab sum a few hundred rows.
+-- letters tab sum a few hundred rows. Since migration 0019 the triggers never fold on the
+-- worker's own connections (worker_session_timeouts): this, every heartbeat interval, does.
 SELECT __schema__.jobtui_fold_job_counts()
 
 -- name: worker_vacuum_counts
