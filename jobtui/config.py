@@ -56,7 +56,9 @@ def parse_duration(text: str) -> timedelta:
     try:
         return timedelta(seconds=value * _UNIT_S[unit])
     except OverflowError:
-        raise InvalidDuration(f"invalid duration {text!r}: too large (at most 999999999d)") from None
+        raise InvalidDuration(
+            f"invalid duration {text!r}: too large (at most 999999999d)"
+        ) from None
 
 
 def format_duration(seconds: float | None) -> str:
