@@ -42,7 +42,7 @@ bench-table: install
 
 bench-plot: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
-	$(PY) benchmarks/plot.py $(BENCH_RESULTS) $(if $(wildcard $(BENCH_HISTORY)),--history $(BENCH_HISTORY))
+	$(PY) benchmarks/plot.py $(BENCH_RESULTS) $(BENCH_MATRIX) $(if $(wildcard $(BENCH_HISTORY)),--history $(BENCH_HISTORY))
 
 # The console's reads with 1M and 10M finished jobs kept (builds the data sets once; minutes).
 bench-history: install

@@ -1,16 +1,15 @@
 """Plot how drain and pickup change with worker processes and backlog (`make bench-plot`).
 
-    python benchmarks/plot.py benchmarks/results.json [--history benchmarks/history.json]
+    python benchmarks/plot.py benchmarks/results.json [more results…] [--history …history.json]
                               [--out benchmarks/scaling.png]
 
-Reads the raw runs of a results JSON (benchmarks/run.py, best with the matrix:
-`--workers 1,2,4 --backlog 20000,200000,2000000`) and draws three panels: drain jobs/s against
-worker processes (one line per system and backlog), drain jobs/s against backlog (one line per
-system and worker count, log scale) and pickup p50/p99 against worker processes; with
+Reads the raw runs of one or more results JSON files, pooled (benchmarks/run.py; best with the
+matrix `--workers 1,2,4 --backlog 20000,200000,2000000`), and draws three panels: drain jobs/s
+against worker processes (one line per system and backlog), drain jobs/s against backlog (one
+line per system and worker count, log scale) and pickup p50/p99 against worker processes; with
 `--history` (benchmarks/history.py) a fourth: the console's reads against the number of
-finished jobs kept. Points are medians, bars the min–max
-of the runs (for the history panel, p50 with a bar up to p95). matplotlib comes with the bench
-extra.
+finished jobs kept. Points are medians, bars the min–max of the runs (for the history panel,
+p50 with a bar up to p95). matplotlib comes with the bench extra.
 """
 
 from __future__ import annotations
@@ -80,6 +79,17 @@ def draw_history(ax: Any, history: dict[str, Any]) -> None:
     )
 
 
+def pooled(files: list[dict[str, Any]]) -> dict[str, Any]:
+    """One results dict from several runs of run.py on one machine: their runs together."""
+    first = files[0]
+    return {
+        **first,
+        "date": " + ".join(str(f.get("date", "?"))[:16] for f in files),
+        "mode": "/".join(sorted({str(f.get("mode", "?")) for f in files})),
+        "runs": [r for f in files for r in f.get("runs", [])],
+    }
+
+
 def plot(results: dict[str, Any], out: Path, history: dict[str, Any] | None = None) -> None:
     import matplotlib
 
@@ -134,12 +144,12 @@ def plot(results: dict[str, Any], out: Path, history: dict[str, Any] | None = No
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/plot.py", description=__doc__.split("\n")[0])
-    parser.add_argument("results", type=Path)
+    parser.add_argument("results", type=Path, nargs="+")
     parser.add_argument("--history", type=Path, help="benchmarks/history.py's results JSON")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     try:
-        results = json.loads(args.results.read_text())
+        results = pooled([json.loads(p.read_text()) for p in args.results])
         history = json.loads(args.history.read_text()) if args.history else None
         plot(results, args.out, history)
     except ImportError:
@@ -148,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     except (OSError, ValueError, KeyError) as exc:
-        print(f"bench-plot: {args.results}: {exc}", file=sys.stderr)
+        print(f"bench-plot: {' '.join(map(str, args.results))}: {exc}", file=sys.stderr)
         return 1
-    print(f"{args.out}: written from {args.results}")
+    print(f"{args.out}: written from {' '.join(map(str, args.results))}")
     return 0
 
 
