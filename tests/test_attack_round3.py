@@ -13,7 +13,7 @@ import time
 
 import psycopg
 import pytest
-from apps.helpers import running_worker
+from apps.helpers import running_worker, wait_until
 from test_scale_counts import counted, truth
 
 from jobtui.registry import Registry
@@ -270,3 +270,39 @@ async def test_counts_stay_exact_with_every_kind_of_writer_at_once(dsn: str) -> 
         assert n is not None and n[0] > 500, "too little happened to prove anything"
         got = truth(conn)
         assert got["ok"]["succeeded"] > 0 and got["classic"]["succeeded"] > 0
+
+
+async def test_a_running_worker_keeps_claiming_through_migrate_0019(empty_dsn: str) -> None:
+    """A rolling deploy: the worker runs against version 18 (its connections already prepared
+    their claims) while `jobtui migrate` applies 0019; it goes on draining, and the counts its
+    writes leave are exact (it now folds only in its housekeeper)."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        _migrate_to(conn, 18)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload) SELECT 'ok', '{}' FROM generate_series(1, 3000)"
+        )
+    reg = Registry()
+
+    @reg.handler("ok")
+    async def ok(payload: object) -> None:
+        await asyncio.sleep(0.001)
+
+    async with running_worker(empty_dsn, reg):
+        await asyncio.sleep(0.5)
+        with psycopg.connect(empty_dsn, autocommit=True) as mig:
+            await asyncio.to_thread(migrate, mig, S)
+        with psycopg.connect(empty_dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO jobs (kind, payload) SELECT 'ok', '{}' FROM generate_series(1, 500)"
+            )
+
+            def left() -> int:
+                row = conn.execute("SELECT count(*) FROM jobs WHERE finished_at IS NULL").fetchone()
+                return row[0] if row else -1
+
+            await wait_until(lambda: left() == 0, timeout=30, what="the worker to drain")
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT max(version) FROM jobtui_migrations").fetchone() == (
+            load_migrations()[-1].version,
+        )
+        assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}
