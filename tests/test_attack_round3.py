@@ -14,6 +14,7 @@ import time
 import psycopg
 import pytest
 from apps.helpers import running_worker, wait_until
+from test_privileges import logins  # noqa: F401 - a fixture
 from test_scale_counts import counted, truth
 
 from jobtui.registry import Registry
@@ -306,3 +307,28 @@ async def test_a_running_worker_keeps_claiming_through_migrate_0019(empty_dsn: s
             load_migrations()[-1].version,
         )
         assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}
+
+
+async def test_as_the_worker_role_the_link_turns_the_fold_off_and_the_housekeeper_folds(
+    dsn: str,
+    logins: dict[str, tuple[str, str]],  # noqa: F811 - the fixture imported above
+) -> None:
+    """A worker that is not the owner (roles from `jobtui roles`): its links may set the custom
+    setting, its writes fire the owner's SECURITY DEFINER triggers, and its housekeeper's fold
+    (the only one left on its connections) merges the delta rows."""
+    link = Link(logins["worker"][1], "attack", statement_timeout=30.0)
+    try:
+        conn = await link.connection()
+        cur = await conn.execute("SELECT current_setting('jobtui.fold_in_trigger', true)")
+        assert await cur.fetchone() == ("off",)
+        for _ in range(100):
+            await conn.execute("INSERT INTO jobs (kind, payload) VALUES ('mail', '{}')")
+        with psycopg.connect(dsn, autocommit=True) as owner:  # the worker may not read it
+            before = owner.execute("SELECT count(*) FROM job_counts").fetchone()
+        await link.fetch(queries(S).worker_fold_counts)
+    finally:
+        await link.close()
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        after = owner.execute("SELECT count(*) FROM job_counts").fetchone()
+        assert counted(owner) == {k: v for k, v in truth(owner).items() if any(v.values())}
+    assert before == (100,) and after == (1,)
