@@ -25,7 +25,8 @@ CREATE INDEX jobs_pending ON __schema__.jobs (run_at)
 --    (jobtui_job_counts() and the fold sum them).
 --    The fold (1 firing in 64) is skipped on connections that say `jobtui.fold_in_trigger =
 --    off`: the bundled worker's own (jobtui/worker/link.py), whose housekeeper folds every
---    heartbeat interval, so no claim or completion waits for a fold (a pickup p99 suspect).
+--    heartbeat interval (at least every 5 s), so no claim or completion waits for a fold (a
+--    pickup p99 suspect).
 --    Every other writer (the article's producers and consumers, an operator's SQL, a worker
 --    behind a transaction pooler, which sets nothing) still folds, so the tables stay small
 --    with classic consumers alone.
