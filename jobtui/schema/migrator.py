@@ -249,6 +249,10 @@ def migrate_report(
             conn.execute(migration.for_schema(schema))
             conn.execute(q.migrate_record_version, (migration.version, migration.name))
             applied.append(migration)
-        if applied:
+    if applied:
+        # After the commit: ANALYZE reads a sample of `jobs` (a second or more on a large
+        # table), and inside the transaction every lock a migration took (0019's DROP INDEX:
+        # ACCESS EXCLUSIVE, reads wait too) would be held until it ends.
+        with conn.transaction():  # committed on a connection that is not in autocommit too
             conn.execute(q.migrate_analyze_jobs)
     return applied, recognised

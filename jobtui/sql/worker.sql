@@ -427,7 +427,8 @@ SELECT set_config('statement_timeout', %(statement_timeout)s, false),
 -- Merge the delta rows that migration 0016's triggers append to job_counts and job_flow (one
 -- or two per statement that writes `jobs`) and dead_group_counts, so the snapshot and the Dead
 -- letters tab sum a few hundred rows. Since migration 0019 the triggers never fold on the
--- worker's own connections (worker_session_timeouts): this, every heartbeat interval, does.
+-- worker's own connections (worker_session_timeouts): this, every heartbeat interval and at
+-- least every 5 s (jobtui/worker/housekeeper.py), does.
 SELECT __schema__.jobtui_fold_job_counts()
 
 -- name: worker_vacuum_counts
