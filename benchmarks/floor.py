@@ -14,10 +14,10 @@ schema, so the cost of each part of jobtui's schema is visible:
 
 The bare worker (one asyncio psycopg connection per process) claims `--batch` jobs with the
 article's UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED)) RETURNING id (the
-batch form of its `id = (SELECT … LIMIT 1)`; see CLAIM), commits, and
-completes them as the article does on success (finished_at = now(), nothing else) in one
-UPDATE … WHERE id = ANY(…), and commits. It does NOT do what jobtui's claim also does: write
-locked_by and the effective max_attempts, check attempts < max_attempts, cancel requests and
+batch form of its `id = (SELECT … LIMIT 1)`; see CLAIM), commits, and completes them as the
+article does on success (finished_at = now(), nothing else) in one UPDATE … WHERE id = ANY(…),
+and commits (autocommit: one round trip a statement, no separate COMMIT). It does NOT do what
+jobtui's claim also does: write locked_by and the effective max_attempts, check attempts < max_attempts, cancel requests and
 paused or limited kinds, return kind and payload and decode them, check at completion that it
 still holds the attempt, heartbeat, LISTEN. On the jobtui variants it orders by jobtui's claim
 order (priority DESC, run_at, id) so the claim index serves it; on the article's table by
@@ -166,18 +166,17 @@ def setup(variant: str, dsn: str) -> None:
 
 
 async def _bare_loop(dsn: str, order: str, batch: int, ready: Barrier, go: Barrier) -> None:
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+    # Autocommit: each UPDATE is its own transaction, committed with it, one round trip each.
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         claim = CLAIM.format(order=order)
         await asyncio.to_thread(ready.wait)  # connected: the parent takes its CPU baseline
         await asyncio.to_thread(go.wait)
         while True:
             cur = await conn.execute(claim, {"batch": batch})
             ids = [r[0] for r in await cur.fetchall()]
-            await conn.commit()
             if not ids:  # nothing ready and unlocked: the other workers finish what they hold
                 return
             await conn.execute(COMPLETE, (ids,))
-            await conn.commit()
 
 
 def bare_worker(dsn: str, order: str, batch: int, ready: Barrier, go: Barrier) -> None:
