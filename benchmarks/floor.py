@@ -17,11 +17,11 @@ article's UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED)) RE
 batch form of its `id = (SELECT … LIMIT 1)`; see CLAIM), commits, and completes them as the
 article does on success (finished_at = now(), nothing else) in one UPDATE … WHERE id = ANY(…),
 and commits (autocommit: one round trip a statement, no separate COMMIT). It does NOT do what
-jobtui's claim also does: write locked_by and the effective max_attempts, check attempts < max_attempts, cancel requests and
-paused or limited kinds, return kind and payload and decode them, check at completion that it
-still holds the attempt, heartbeat, LISTEN. On the jobtui variants it orders by jobtui's claim
-order (priority DESC, run_at, id) so the claim index serves it; on the article's table by
-run_at.
+jobtui's claim also does: write locked_by and the effective max_attempts, check attempts <
+max_attempts, cancel requests and paused or limited kinds, return kind and payload and decode
+them, check at completion that it still holds the attempt, heartbeat, LISTEN. On the jobtui
+variants it orders by jobtui's claim order (priority DESC, run_at, id) so the claim index
+(jobs_claim) serves it; on the article's table by run_at (its jobs_pending index).
 
     .venv/bin/python -m benchmarks.floor --rounds 3 [--jobs 20000 --workers 2 --batch 100]
 """
