@@ -424,12 +424,19 @@ class JobtuiApp(App[int]):
         if len(self.screen_stack) > 1:
             return
         self.query_one("#tabs", TabbedContent).active = name
+        self._focus_active()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self.call_after_refresh(self._focus_active)
+        self._focus_active()
         self.refresh_now()
 
     def _focus_active(self) -> None:
+        """Focus the shown tab's table at once, before the hidden tab is told it is hidden.
+
+        A focused table that is hidden hands the focus to a sibling in its own (hidden) tab,
+        and TabbedContent then switches back to that tab and forward again when the new tab
+        is focused: two extra layouts, footer rebuilds and refreshes on every tab key.
+        """
         if self.is_running and len(self.screen_stack) == 1:
             with contextlib.suppress(NoMatches):
                 self.active_pane.focus_main()
@@ -538,7 +545,8 @@ class JobtuiApp(App[int]):
         while len(self.screen_stack) > 1:
             self.pop_screen()
         self.query_one("#tabs", TabbedContent).active = tab
-        self.call_after_refresh(self._focus_active)
+        self._focus_active()
+        self.call_after_refresh(self._focus_active)  # once the tabs' screen is back on top
 
     def on_write_asked(self, message: WriteAsked) -> None:
         self.writes.ask(message)
