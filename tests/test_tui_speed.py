@@ -15,7 +15,6 @@ import psycopg
 import pytest
 from test_tui_console import SIZE, add_dead, config, fresh, goto, rendered, until
 from textual.widgets import DataTable, TabbedContent
-from textual.widgets._footer import FooterKey
 
 from jobtui.enqueue import JobSpec, enqueue_many
 from jobtui.tui.app import JobtuiApp
@@ -24,7 +23,8 @@ from jobtui.tui.widgets.footer import ConsoleFooter, ConsoleKey, keys_in_effect
 
 
 def footer_keys(app: JobtuiApp) -> dict[str, ConsoleKey]:
-    return {k.description: k for k in app.screen.query_one(ConsoleFooter).query(ConsoleKey)}
+    keys = app.screen.query_one(ConsoleFooter).query(ConsoleKey)
+    return {k.description: k for k in keys if k.display}
 
 
 async def test_a_tab_key_switches_once(dsn: str, conn: psycopg.Connection) -> None:
@@ -57,14 +57,14 @@ async def test_footer_keys_change_in_place(dsn: str, conn: psycopg.Connection) -
         await goto(app, pilot, "2")
         await fresh(app, pilot)
         footer = app.query_one(ConsoleFooter)
-        on_jobs = [k for k in footer.query(FooterKey) if not k.has_class("-command-palette")]
+        on_jobs = [k for k in footer.query(ConsoleKey) if k.display and k.shown.palette is False]
         await goto(app, pilot, "3")
         await until(pilot, lambda: "Requeue GROUP…" in footer_keys(app))
-        on_dead = [k for k in footer.query(FooterKey) if not k.has_class("-command-palette")]
+        on_dead = [k for k in footer.query(ConsoleKey) if k.display and k.shown.palette is False]
         # The same widgets, showing Dead letters' keys (as many as both tabs have in common).
         shared = min(len(on_jobs), len(on_dead))
         assert shared and on_dead[:shared] == on_jobs[:shared]
-        shown = sorted((k.key, k.description) for k in footer.query(FooterKey))
+        shown = sorted((k.key, k.description) for k in footer.query(ConsoleKey) if k.display)
         assert shown == sorted((s.key, s.description) for s in keys_in_effect(app.screen))
         assert "Filter" in rendered(footer) and "Cancel" not in rendered(footer)
 

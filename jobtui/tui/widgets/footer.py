@@ -5,12 +5,12 @@ twice as its `compact` binding settles, then a layout of the screen) every time 
 says its bindings may have changed: each focus move and `refresh_bindings`. A tab key says so
 several times, and each rebuild cost about as much as drawing the tab. Here a signal first
 compares the keys in effect with those shown and stops there when they are the same; when they
-differ, the keys already mounted take the new texts (a layout only when a width changes), and
-only the missing ones are mounted or the extra ones removed.
+differ, the keys already mounted take the new texts (a layout only when a width changes), the
+extra ones are hidden (kept for a tab with more keys), and only missing ones are mounted.
 
 Rebuilding also leaked (Textualize/textual#6666): each key data-binds `Footer.compact`, which
 stores a watcher pointing at the key on the Footer, pruned only when `compact` changes. After
-keys are removed, `compact` is nudged with its own value, so Textual drops their watchers.
+a rebuild, `compact` is nudged with its own value, so Textual drops the old keys' watchers.
 
 The keys are what `Footer.compose` shows — the first shown binding of each action, greyed when
 `check_action` says None, then the command palette's key at the right — without binding
@@ -144,14 +144,14 @@ class ConsoleFooter(Footer):
         new = [s for s in shown if not s.palette]
         for key, text in zip(old, new, strict=False):
             key.show(text)
+            key.display = True
+        for key in old[len(new) :]:
+            key.display = False  # kept for the next tab with more keys: mounting costs more
         for key, text in zip(
             [k for k in keys if k.shown.palette], [s for s in shown if s.palette], strict=True
         ):
             key.show(text)
-        if len(old) > len(new):
-            await self.remove_children(old[len(new) :])
-            self.mutate_reactive(Footer.compact)  # drop the removed keys' watchers
-        elif len(new) > len(old):
+        if len(new) > len(old):
             palette = next((k for k in keys if k.shown.palette), None)
             added = [ConsoleKey(s).data_bind(compact=Footer.compact) for s in new[len(old) :]]
             await self.mount_all(added, before=palette)
