@@ -16,7 +16,10 @@ holding the row; for a filter: the Jobs pane, after the prompt has closed). Back
 refreshes are set to 300 s so only the key's own refresh is timed. "in link" is the wall time
 the key's refresh spent inside `Link.run` (its `db_ms`): the database's time plus any wait for
 the event loop, which the console's drawing shares, so it is an upper bound of the database's
-part (benchmarks/scale.py times the same reads alone).
+part (benchmarks/scale.py times the same reads alone). "cpu" is the CPU time the console's own
+process used from the press to the drawn update: on a machine shared with other work it moves
+far less than the wall time, so compare versions by it (run them interleaved; p95 of 8 rounds
+is the slowest round, usually the first, when every table is drawn for the first time).
 
     .venv/bin/python benchmarks/console_scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
     PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/console_scale.py   # "before"
@@ -76,6 +79,7 @@ class Shown:
         self.at: dict[str, float] = {}
         self.show_ms: dict[str, float] = {}  # how long the last `show` of each pane took
         self.drawn = 0.0
+        self.drawn_cpu = 0.0  # this process's CPU time at that update (time.process_time)
         for name in TABS.values():
             pane = app.query_one(f"#{name}-pane")
             pane.show = self._wrap(name, pane.show)
@@ -86,6 +90,7 @@ class Shown:
             if isinstance(renderable, CompositorUpdate):
                 renderable.render_segments(app.console)  # what a terminal would be sent
                 self.drawn = time.perf_counter()
+                self.drawn_cpu = time.process_time()
 
         app._display = displayed
 
@@ -129,7 +134,8 @@ async def until(
         await asyncio.sleep(0.001)
 
 
-Timing = tuple[float, float | None]  # (key → drawn ms, of which in the database ms)
+# (key → drawn ms, of which in the database ms, of which this process's CPU ms)
+Timing = tuple[float, float | None, float]
 
 
 async def timed(
@@ -140,11 +146,13 @@ async def timed(
     what: str,
 ) -> Timing:
     """Milliseconds from `act` (a key sent) to the first screen update drawn after `done(t0)`
-    holds (`done` is given the press time), and how many of them the console's link spent in
-    the database (None on a version whose Link does not count it)."""
+    holds (`done` is given the press time), how many of them the console's link spent in the
+    database (None on a version whose Link does not count it), and the CPU time the console's
+    process used meanwhile (what other processes on a shared machine change least)."""
     await pilot.pause()  # settle: nothing of the previous step is still on its way
     link = pilot.app.link
     db0 = getattr(link, "db_ms", None)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     await act()
     ready_at: list[float] = []
@@ -156,7 +164,7 @@ async def timed(
 
     await until(drawn, what, pilot.app, timeout=LOST_AFTER_S)
     db = None if db0 is None else link.db_ms - db0
-    return (shown.drawn - t0) * 1000, db
+    return (shown.drawn - t0) * 1000, db, (shown.drawn_cpu - cpu0) * 1000
 
 
 def rows_of(app: Any, selector: str) -> int:
@@ -287,12 +295,13 @@ def main() -> None:
         results = asyncio.run(drive(dsn, args.rounds, lost))
         print(
             f"\n{'key → drawn':38} {'p50 ms':>7} {'p95 ms':>7} {'target':>7}"
-            f" {'in link p50':>11} {'p95':>6}  n"
+            f" {'in link p50':>11} {'p95':>6} {'cpu p50':>8} {'p95':>6}  n"
         )
         for label, timings in results.items():
             target = 300 if label.startswith("filter") else 150
-            total = [t for t, _ in timings]
-            spent = [d for _, d in timings if d is not None]
+            total = [t for t, _, _ in timings]
+            spent = [d for _, d, _ in timings if d is not None]
+            cpu = [c for _, _, c in timings]
             in_db = (
                 f"{statistics.median(spent):11.1f} {p95(spent):6.1f}"
                 if spent
@@ -300,7 +309,8 @@ def main() -> None:
             )
             print(
                 f"{label:38} {statistics.median(total):7.1f} {p95(total):7.1f}"
-                f" {'≤' + str(target):>7} {in_db}  {len(total)}"
+                f" {'≤' + str(target):>7} {in_db} {statistics.median(cpu):8.1f}"
+                f" {p95(cpu):6.1f}  {len(total)}"
             )
         if lost:
             print(f"keys lost (sent again, not timed): {', '.join(lost)}")

@@ -133,7 +133,8 @@ def rendered(widget: Widget) -> str:
     if isinstance(widget, StatusBar):
         return widget.plain
     if isinstance(widget, Footer):
-        return " ".join(f"{k.key_display} {k.description}" for k in widget.query(FooterKey))
+        keys = [k for k in widget.query(FooterKey) if k.display]  # not those kept hidden
+        return " ".join(f"{k.key_display} {k.description}" for k in keys)
     if isinstance(widget, Static):
         content = widget.content
         if isinstance(content, Text):

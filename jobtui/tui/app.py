@@ -91,6 +91,10 @@ TAB_TITLES = {
     "database": "Database",
 }
 REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+# A tab key draws the tab once its refresh has shown the new rows, so the tab is not drawn
+# first with what it showed last time and then again (each a full layout and drawing): the
+# screen is held until then, at most this long (a slower read shows the tab first, as before).
+HOLD_DRAWING_S = 0.15
 BLOCKED_RECHECK_S = 0.5
 # The tabs with a `/` filter, and how their filter text is read.
 FILTERED_TABS: dict[str, Callable[[str], JobFilter | DeadFilter]] = {
@@ -194,6 +198,8 @@ class JobtuiApp(App[int]):
         self._timer: Timer | None = None
         self._checked_connects = 0
         self._poll_error: str | None = None
+        self._held: contextlib.ExitStack | None = None  # see hold_drawing
+        self._held_timer: Timer | None = None
         self.writes = WriteController(self, self.link, self.actor, lambda: self.read_only)
 
     # --- layout --------------------------------------------------------------------------
@@ -238,6 +244,7 @@ class JobtuiApp(App[int]):
             self.open_detail(*link.detail)
 
     async def on_unmount(self) -> None:
+        self._release_drawing()
         await self.link.close()
 
     @property
@@ -320,6 +327,23 @@ class JobtuiApp(App[int]):
         self._polling = True  # set before the worker runs, so nothing can start a second one
         self._poll()
 
+    def hold_drawing(self) -> None:
+        """Draw nothing until the next refresh has shown its data, at most HOLD_DRAWING_S."""
+        if self._held is not None:
+            return
+        held = contextlib.ExitStack()
+        held.enter_context(self.batch_update())
+        self._held = held
+        self._held_timer = self.set_timer(HOLD_DRAWING_S, self._release_drawing)
+
+    def _release_drawing(self) -> None:
+        held, self._held = self._held, None
+        if self._held_timer is not None:
+            self._held_timer.stop()
+            self._held_timer = None
+        if held is not None:
+            held.close()
+
     def _blocked(self) -> bool:
         return self.refresh_paused or len(self.screen_stack) > 1
 
@@ -332,6 +356,7 @@ class JobtuiApp(App[int]):
     async def _poll(self) -> None:
         if self._blocked():
             self._polling = False
+            self._release_drawing()
             if not self.refresh_paused:
                 self._schedule(BLOCKED_RECHECK_S)
             return
@@ -339,6 +364,7 @@ class JobtuiApp(App[int]):
             pane = self.active_pane
         except NoMatches:  # the app is closing and its widgets are gone
             self._polling = False
+            self._release_drawing()
             return
         started = time.monotonic()
         data: Any = None
@@ -354,6 +380,7 @@ class JobtuiApp(App[int]):
         finally:
             self._polling = False
         if not pane.is_attached or not self.is_running:
+            self._release_drawing()
             return  # shutting down: the widgets are gone
         self.dropped = str(failure) if isinstance(failure, RefreshDropped) else None
         if isinstance(failure, LinkDown):
@@ -371,6 +398,8 @@ class JobtuiApp(App[int]):
             self.last_poll_ms = (time.monotonic() - started) * 1000
             self.polls += 1
         self._render_status()
+        if pane is self.active_pane:  # not a refresh of the tab left behind
+            self._release_drawing()
         if self._again:
             self._again = False
             self._schedule(0)
@@ -423,13 +452,23 @@ class JobtuiApp(App[int]):
     def action_tab(self, name: str) -> None:
         if len(self.screen_stack) > 1:
             return
-        self.query_one("#tabs", TabbedContent).active = name
+        tabs = self.query_one("#tabs", TabbedContent)
+        if tabs.active != name:
+            self.hold_drawing()
+        tabs.active = name
+        self._focus_active()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        self.call_after_refresh(self._focus_active)
+        self._focus_active()
         self.refresh_now()
 
     def _focus_active(self) -> None:
+        """Focus the shown tab's table at once, before the hidden tab is told it is hidden.
+
+        A focused table that is hidden hands the focus to a sibling in its own (hidden) tab,
+        and TabbedContent then switches back to that tab and forward again when the new tab
+        is focused: two extra layouts, footer rebuilds and refreshes on every tab key.
+        """
         if self.is_running and len(self.screen_stack) == 1:
             with contextlib.suppress(NoMatches):
                 self.active_pane.focus_main()
@@ -538,7 +577,8 @@ class JobtuiApp(App[int]):
         while len(self.screen_stack) > 1:
             self.pop_screen()
         self.query_one("#tabs", TabbedContent).active = tab
-        self.call_after_refresh(self._focus_active)
+        self._focus_active()
+        self.call_after_refresh(self._focus_active)  # once the tabs' screen is back on top
 
     def on_write_asked(self, message: WriteAsked) -> None:
         self.writes.ask(message)

@@ -58,8 +58,9 @@ class Pane(Vertical):
         raise NotImplementedError
 
     def focus_main(self) -> None:
+        """Focus the main table now (`Widget.focus` would wait for the next message)."""
         if self.main_table:
-            self.query_one(self.main_table).focus()
+            self.screen.set_focus(self.query_one(self.main_table))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in WRITE_ACTIONS and self.console.read_only)

@@ -1,23 +1,162 @@
-"""Textual's Footer without the leak it has when it is rebuilt over and over.
+"""Textual's Footer, with its keys changed in place instead of rebuilt.
 
-Footer rebuilds its keys whenever the bindings in effect change (every tab switch and focus
-move). Each key data-binds `Footer.compact`, which stores a watcher pointing at the key on the
-Footer itself, and Textual prunes watchers of removed widgets only when `compact` changes — in
-this console never. So every rebuild left ~6 dead FooterKeys (with their styles and caches)
-reachable from the Footer: the console grew by megabytes a minute while tabs were switched
-(Textualize/textual#6666). After each rebuild we nudge `compact` with its current value, which
-makes Textual drop the watchers of the removed keys; the live keys just get the same value.
+Footer rebuilds its keys (a recompose: every key removed, new ones mounted and styled, each
+twice as its `compact` binding settles, then a layout of the screen) every time the screen
+says its bindings may have changed: each focus move and `refresh_bindings`. A tab key says so
+several times, and each rebuild cost about as much as drawing the tab. Here a signal first
+compares the keys in effect with those shown and stops there when they are the same; when they
+differ, the keys already mounted take the new texts (a layout only when a width changes), the
+extra ones are hidden (kept for a tab with more keys), and only missing ones are mounted.
+
+Rebuilding also leaked (Textualize/textual#6666): each key data-binds `Footer.compact`, which
+stores a watcher pointing at the key on the Footer, pruned only when `compact` changes. After
+a rebuild, `compact` is nudged with its own value, so Textual drops the old keys' watchers.
+
+The keys are what `Footer.compose` shows — the first shown binding of each action, greyed when
+`check_action` says None, then the command palette's key at the right — without binding
+groups, which this console does not use.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.events import MouseDown
+from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
+
+PALETTE_CLASS = "-command-palette"
+
+
+@dataclass(frozen=True)
+class KeyShown:
+    """One key of the footer, as the operator sees it."""
+
+    key: str
+    key_display: str
+    description: str
+    action: str
+    enabled: bool
+    tooltip: str
+    palette: bool = False  # the command palette's key, docked at the right
+
+
+def keys_in_effect(screen: Screen[Any]) -> list[KeyShown]:
+    """The footer's keys for the bindings now in effect on `screen`."""
+    app = screen.app
+    active = screen.active_bindings
+    out: list[KeyShown] = []
+    actions: set[str] = set()
+    for _, binding, enabled, tooltip in active.values():
+        if binding.show and binding.action not in actions:
+            actions.add(binding.action)
+            key_display = app.get_key_display(binding)
+            out.append(
+                KeyShown(
+                    binding.key, key_display, binding.description, binding.action, enabled, tooltip
+                )
+            )
+    if app.ENABLE_COMMAND_PALETTE and app.COMMAND_PALETTE_BINDING in active:
+        _, binding, enabled, tooltip = active[app.COMMAND_PALETTE_BINDING]
+        out.append(
+            KeyShown(
+                binding.key,
+                app.get_key_display(binding),
+                binding.description,
+                binding.action,
+                enabled,
+                binding.tooltip or binding.description,
+                palette=True,
+            )
+        )
+    return out
+
+
+class ConsoleKey(FooterKey):
+    """A footer key whose texts can change without remounting it."""
+
+    def __init__(self, shown: KeyShown) -> None:
+        super().__init__(
+            shown.key,
+            shown.key_display,
+            shown.description,
+            shown.action,
+            disabled=not shown.enabled,
+            tooltip=shown.tooltip,
+            classes=PALETTE_CLASS if shown.palette else "",
+        )
+        self.shown = shown
+
+    def show(self, shown: KeyShown) -> None:
+        if shown == self.shown:
+            return
+        old, self.shown = self.shown, shown
+        self.key, self.key_display = shown.key, shown.key_display
+        self.description, self.action = shown.description, shown.action
+        self.set_class(not shown.enabled, "-disabled")
+        self.tooltip = shown.tooltip or None
+        resized = (shown.key_display, shown.description) != (old.key_display, old.description)
+        self.refresh(layout=resized)
+
+    @on(MouseDown)
+    def _pressed(self, event: MouseDown) -> None:
+        """A click presses the key, as FooterKey's does, judged by what the key shows now."""
+        event.prevent_default()  # not FooterKey's: it remembers the state the key was made in
+        if self.shown.enabled:
+            self.app.simulate_key(self.key)
+        else:
+            self.app.bell()
 
 
 class ConsoleFooter(Footer):
-    """A Footer whose rebuilds release the keys they replace."""
+    """A Footer that changes its keys in place, and only when they change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: list[KeyShown] | None = None  # what the keys on screen show
+
+    def compose(self) -> ComposeResult:
+        if not self._bindings_ready:  # as Footer: nothing until the screen has said its keys
+            return
+        self._shown = keys_in_effect(self.screen)
+        for shown in self._shown:
+            key = ConsoleKey(shown)
+            yield key if shown.palette else key.data_bind(compact=Footer.compact)
 
     async def recompose(self) -> None:
-        await super().recompose()
-        if self.is_attached:
-            self.mutate_reactive(Footer.compact)
+        """What Footer calls after each signal that the bindings may have changed."""
+        if not self.is_attached:
+            return
+        shown = keys_in_effect(self.screen) if self._bindings_ready else None
+        if shown is not None and shown == self._shown:
+            return
+        keys = list(self.query_children(ConsoleKey))
+        if shown is None or self._shown is None or not self._same_palette(keys, shown):
+            await super().recompose()  # the first keys
+            self.mutate_reactive(Footer.compact)  # drop the removed keys' watchers
+            return
+        self._shown = shown
+        old = [k for k in keys if not k.shown.palette]
+        new = [s for s in shown if not s.palette]
+        for key, text in zip(old, new, strict=False):
+            key.show(text)
+            key.display = True
+        for key in old[len(new) :]:
+            key.display = False  # kept for the next tab with more keys: mounting costs more
+        for key, text in zip(
+            [k for k in keys if k.shown.palette], [s for s in shown if s.palette], strict=True
+        ):
+            key.show(text)
+        if len(new) > len(old):
+            palette = next((k for k in keys if k.shown.palette), None)
+            added = [ConsoleKey(s).data_bind(compact=Footer.compact) for s in new[len(old) :]]
+            await self.mount_all(added, before=palette)
+
+    @staticmethod
+    def _same_palette(keys: list[ConsoleKey], shown: list[KeyShown]) -> bool:
+        """Whether the palette's key is there exactly when it should be."""
+        return sum(k.shown.palette for k in keys) == sum(s.palette for s in shown)

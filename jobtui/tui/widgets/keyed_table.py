@@ -19,8 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.message import Message
@@ -31,6 +34,9 @@ from jobtui.tui.sorting import sort_value
 from jobtui.tui.texts import TextKey, text_key
 
 MARK = "●"
+# Cells drawn, kept by what they look like (see KeyedTable._render_cell): a screenful of the
+# widest table, with and without the cursor and the focus, several times over.
+CELLS_KEPT = 4000
 CELL_PADDING = 2  # DataTable pads each cell by one column on either side
 GHOST_STYLE = "dim strike"
 
@@ -93,6 +99,11 @@ class KeyedTable(DataTable[Text]):
     Cells are compared by `text_key` (style included): a cell is updated only when it would
     look different, and then only that cell is redrawn (DataTable's own `update_cell` redraws
     the whole table, which over SSH is most of what an idle console would send).
+
+    Drawing a cell (rich's wrap, pad and crop of its Text) is most of drawing a table, and
+    DataTable forgets every drawn cell whenever any cell changes or the table gains or loses
+    the focus: a tab key redrew every cell of the tab, often twice (the focus, then a new age
+    in one cell). `_render_cell` keeps each drawn cell by what it depends on instead.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -145,6 +156,7 @@ class KeyedTable(DataTable[Text]):
         self._widths: dict[str, int] = {}
         self._hidden = 0
         self._scrolled = False  # wide and scrolled sideways: the header says so
+        self._drawn: LRUCache[tuple[object, ...], list[list[Segment]]] = LRUCache(CELLS_KEPT)
 
     # --- columns -------------------------------------------------------------------------
 
@@ -262,6 +274,61 @@ class KeyedTable(DataTable[Text]):
 
     def on_resize(self, event: Resize) -> None:
         self._relayout()
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
+        """DataTable's drawing of a cell, reused while everything it depends on is the same:
+        the cell's look (`text_key`), its place, width and height, and the styles the focus,
+        the cursor and the mouse give it."""
+        found = self._text_at(row_index, column_index)
+        if found is None:  # the header, row labels, anything but a Text: DataTable's own way
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        cell, height = found
+        styles = self._get_styles_to_render_cell(
+            False,
+            False,
+            row_index < self.fixed_rows or column_index < self.fixed_columns,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        key = (
+            text_key(cell),
+            cell.justify,
+            cell.overflow,
+            cell.no_wrap,
+            row_index,  # DataTable puts the place in the style (for the mouse)
+            column_index,
+            base_style,
+            width,
+            height,
+            styles,
+            self.cell_padding,
+        )
+        lines = self._drawn.get(key)
+        if lines is None:
+            lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+            self._drawn[key] = lines
+        return lines
+
+    def _text_at(self, row_index: int, column_index: int) -> tuple[Text, int] | None:
+        """The Text of a data cell and its row's height; None for anything else."""
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        if row_key is None or column_key is None or row_key not in self.rows:
+            return None
+        cell = self._data.get(row_key, {}).get(column_key)
+        return (cell, self.rows[row_key].height) if isinstance(cell, Text) else None
 
     # --- rows ----------------------------------------------------------------------------
 
