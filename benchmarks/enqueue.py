@@ -55,7 +55,7 @@ def _statement(conn: psycopg.Connection, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def _bulk(conn: psycopg.Connection, n: int) -> float:
+def bulk_enqueue(conn: psycopg.Connection, n: int) -> float:
     from jobtui.enqueue import enqueue_many
 
     jobs = [{"kind": "bench", "payload": {"i": i}} for i in range(n)]
@@ -64,7 +64,7 @@ def _bulk(conn: psycopg.Connection, n: int) -> float:
     return time.perf_counter() - t0
 
 
-def _bare_copy(conn: psycopg.Connection, n: int) -> float:
+def bare_copy(conn: psycopg.Connection, n: int) -> float:
     """The floor for a bulk call: the same rows by one COPY of ready-made text, no checks."""
     text = "".join(f'bench\t{{"i": {i}}}\n' for i in range(n))
     t0 = time.perf_counter()
@@ -107,9 +107,9 @@ def run(bench: Bench) -> list[Figure]:
                 for first in (r % 2 == 0, r % 2 != 0):
                     conn.execute("TRUNCATE jobs")
                     if first:
-                        bulk.append(_bulk(conn, n))
+                        bulk.append(bulk_enqueue(conn, n))
                     else:
-                        copy.append(_bare_copy(conn, n))
+                        copy.append(bare_copy(conn, n))
                 print(
                     f"    run {r + 1}: bare {spent['bare']:.2f}s, enqueue {spent['enqueue']:.2f}s "
                     f"({spent['enqueue'] / spent['bare']:.2f}×), its SQL alone "

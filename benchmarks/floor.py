@@ -42,28 +42,15 @@ from typing import Any
 
 import psycopg
 
+from benchmarks.article import ARTICLE_DDL
 from benchmarks.common import Bench, CpuSplit, ScenarioSkipped
 from benchmarks.drain import POLL_S, drain_once
-from benchmarks.enqueue import _bare_copy, _bulk
+from benchmarks.enqueue import bare_copy, bulk_enqueue
 from benchmarks.server_cost import wal_of_database
 from benchmarks.systems import Jobtui
 
 ADMIN_DSN = "postgresql://root@127.0.0.1:5432/postgres"
 
-ARTICLE_DDL = """
-CREATE TABLE jobs (
-  id           bigserial primary key,
-  kind         text not null,
-  payload      jsonb not null,
-  run_at       timestamptz not null default now(),
-  attempts     int not null default 0,
-  max_attempts int not null default 5,
-  locked_at    timestamptz,
-  finished_at  timestamptz,
-  last_error   text
-);
-CREATE INDEX jobs_pending ON jobs (run_at) WHERE finished_at IS NULL;
-"""
 
 ARTICLE_ORDER = "run_at"
 JOBTUI_ORDER = "priority DESC, run_at, id"
@@ -262,7 +249,7 @@ def drain_bare(bench: Bench, dsn: str, variant: str, n: int, workers: int, batch
 def one_copy(bench: Bench, template: str, n: int, product: bool) -> float:
     with bench.fresh_db("floor", template=template) as dsn, psycopg.connect(dsn) as conn:
         conn.autocommit = True
-        return (_bulk if product else _bare_copy)(conn, n)
+        return (bulk_enqueue if product else bare_copy)(conn, n)
 
 
 def one_drain(bench: Bench, template: str, variant: str, args: argparse.Namespace) -> dict:

@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import conninfo, sql
+from psycopg import conninfo
 
 if __package__ in (None, ""):
     sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH
 
 from benchmarks.bigdata import insert_dead
 from benchmarks.common import percentile
-from benchmarks.scale import _tag
+from benchmarks.scale import _tag, cached_database
 
 KINDS = [f"kind{i:02d}.work" for i in range(20)]
 READY, DEAD, BATCH = 20_000, 10_000, 1_000_000
@@ -91,16 +91,11 @@ def build(dsn: str, finished: int) -> None:
 
 
 def ensure(admin: str, finished: int, rebuild: bool) -> str:
-    name = f"jobtui_history_{_tag()}_{finished}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
-        if exists and not rebuild:
-            return name
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    print(f"building {name}: {finished:,} finished jobs", flush=True)
-    build(conninfo.make_conninfo(admin, dbname=name), finished)
-    return name
+    def make(dsn: str) -> None:
+        print(f"building the data set with {finished:,} finished jobs", flush=True)
+        build(dsn, finished)
+
+    return cached_database(admin, f"jobtui_history_{_tag()}_{finished}", rebuild, make)
 
 
 Probe = Callable[[psycopg.AsyncConnection], Awaitable[Any]]

@@ -131,16 +131,20 @@ def stale(dsn: str) -> None:
         conn.execute("SELECT pg_stat_reset()")  # index use counted from here (print_index_use)
 
 
-def ensure_template(admin: str, rebuild: bool) -> str:
-    name = f"jobtui_scale_{_tag()}"
+def cached_database(admin: str, name: str, rebuild: bool, make: Callable[[str], None]) -> str:
+    """Database `name`, made by `make(dsn)` unless it exists already (or `rebuild`)."""
     with psycopg.connect(admin, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists and not rebuild:
             return name
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    build(conninfo.make_conninfo(admin, dbname=name))
+    make(conninfo.make_conninfo(admin, dbname=name))
     return name
+
+
+def ensure_template(admin: str, rebuild: bool) -> str:
+    return cached_database(admin, f"jobtui_scale_{_tag()}", rebuild, build)
 
 
 def copy_of(admin: str, template: str) -> str:

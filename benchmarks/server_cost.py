@@ -159,9 +159,10 @@ def one_round(admin: str, jobs: int, batch: int, setup: list[str]) -> dict[str, 
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     dsn = conninfo.make_conninfo(admin, dbname=name)
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn, psycopg.connect(
-            dsn, autocommit=True
-        ) as side:
+        with (
+            psycopg.connect(dsn, autocommit=True) as conn,
+            psycopg.connect(dsn, autocommit=True) as side,
+        ):
             migrate(conn, "public")
             for statement in setup:
                 conn.execute(statement)  # an experiment: a dropped index, a disabled trigger

@@ -7,25 +7,8 @@ import threading
 import psycopg
 import pytest
 
+from benchmarks.article import ARTICLE_DDL
 from jobtui.schema import MigrationRefused, current_version, load_migrations, migrate
-
-# Copied verbatim from the article in shared/seed/.
-ARTICLE_DDL = """
-create table jobs (
-  id           bigserial primary key,
-  kind         text not null,
-  payload      jsonb not null,
-  run_at       timestamptz not null default now(),
-  attempts     int not null default 0,
-  max_attempts int not null default 5,
-  locked_at    timestamptz,
-  finished_at  timestamptz,
-  last_error   text
-);
-
-create index jobs_pending on jobs (run_at)
-  where finished_at is null;
-"""
 
 ARTICLE_CLAIM = """
 update jobs set locked_at = now(), attempts = attempts + 1

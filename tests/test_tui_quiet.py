@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import shutil
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the benchmarks package
 
 from benchmarks.bigdata import build
 from benchmarks.common import ScenarioSkipped
