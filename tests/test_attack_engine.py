@@ -282,12 +282,17 @@ async def test_a_worker_that_cannot_heartbeat_keeps_claiming_and_runs_its_jobs_t
         task = asyncio.create_task(owner.run())
         await wait_until(lambda: len(starts) == 2, what="the two starts")
         async with running_worker(dsn, other, heartbeat_interval=0.2, heartbeat_timeout=1.0):
+            # The squatter takes a seventh slot first and the limit then drops back to 6, so
+            # the liveness connection cannot win its slot back between the kill and the squat.
+            limit = "ALTER ROLE {} CONNECTION LIMIT %d"
+            await aconn.execute(sql.SQL(limit % 7).format(sql.Identifier(role)))
+            squatter = await psycopg.AsyncConnection.connect(owner_dsn)
+            await aconn.execute(sql.SQL(limit % 6).format(sql.Identifier(role)))
             await aconn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE usename = %s AND application_name = 'jobtui worker (liveness)'",
                 (role,),
             )
-            squatter = await psycopg.AsyncConnection.connect(owner_dsn)
             await asyncio.sleep(4.0)
     finally:
         if task is not None:

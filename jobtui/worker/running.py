@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -126,9 +125,14 @@ def _resolve(future: asyncio.Future[None]) -> None:
 async def _run_plain(job: Running, executor: ThreadPoolExecutor, threads: Threads) -> None:
     spec = job.spec
     loop = asyncio.get_running_loop()
-    call: Callable[[], Any] = functools.partial(
-        contextvars.copy_context().run, spec.fn, job.payload
-    )
+    context = contextvars.copy_context()
+
+    def call() -> Any:
+        # A stop asked while the job waited for a thread: its handler never starts.
+        if job.ctx.cancelled.is_set():
+            raise asyncio.CancelledError
+        return context.run(spec.fn, job.payload)
+
     started: asyncio.Future[None] | None = None
     if spec.timeout is not None:
         started = loop.create_future()

@@ -221,10 +221,12 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
     )
     # A start after a cancel committed: an attempt claimed after the operator saw the cancel
     # commit (its start time when the claim is unknown, i.e. the row was rescued meanwhile),
-    # or the job already cancelled (finished) in the database when the handler began. A job
+    # or the job already cancelled (finished) in the database when the handler began: its own
+    # clock at its first line is later than the cancelling transaction (the row's reading is
+    # taken by the ledger write, which a PostgreSQL restart can delay past a rescue). A job
     # claimed before the cancel is running: its handler may start and is then stopped.
     after_cancel = one(
-        "SELECT count(*) FROM hetero_ledger l WHERE l.cancelled_at IS NOT NULL "
+        "SELECT count(*) FROM hetero_ledger l WHERE l.started_at > l.cancelled_at "
         "OR EXISTS (SELECT 1 FROM chaos_cancels c WHERE c.job_id = l.job_id "
         "AND coalesce(l.claimed_at, l.started_at) > c.at)"
     )
@@ -259,6 +261,19 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
                 if a_end is not None and b[5] >= a_end:
                     continue
                 figures[_classify(a, b, history, beats, fleet)] += 1
+    if after_cancel:
+        seen = conn.execute(
+            "SELECT l.job_id, l.attempt, l.kind, l.worker, l.claimed_at, l.started_at, "
+            "l.cancelled_at, (SELECT min(c.at) FROM chaos_cancels c WHERE c.job_id = l.job_id) "
+            "FROM hetero_ledger l WHERE l.started_at > l.cancelled_at "
+            "OR EXISTS (SELECT 1 FROM chaos_cancels c WHERE c.job_id = l.job_id "
+            "AND coalesce(l.claimed_at, l.started_at) > c.at) LIMIT 10"
+        ).fetchall()
+        print(
+            "  started after cancel (job, attempt, kind, worker, claimed, started, "
+            f"cancelled in row, cancel committed): {seen}",
+            flush=True,
+        )
     if lost:
         missing = conn.execute(
             "SELECT g.id, j.finished_at, j.locked_by, j.attempts FROM unnest(%s::bigint[]) g(id) "
