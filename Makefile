@@ -37,18 +37,20 @@ bench: install
 # The README's performance table and the scaling plot, from the results JSON `make bench` wrote.
 BENCH_RESULTS ?= benchmarks/results.json
 BENCH_HISTORY ?= benchmarks/history.json
+BENCH_MATRIX ?= benchmarks/results-matrix.json
 bench-table: install
-	$(PY) benchmarks/table.py $(BENCH_RESULTS)
+	$(PY) benchmarks/table.py $(BENCH_RESULTS) $(if $(wildcard $(BENCH_MATRIX)),--matrix $(BENCH_MATRIX)) \
+	    $(if $(wildcard $(BENCH_HISTORY)),--history $(BENCH_HISTORY))
 
 bench-plot: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
-	$(PY) benchmarks/plot.py $(BENCH_RESULTS) $(BENCH_MATRIX) $(if $(wildcard $(BENCH_HISTORY)),--history $(BENCH_HISTORY))
+	$(PY) benchmarks/plot.py $(BENCH_RESULTS) $(wildcard $(BENCH_MATRIX)) $(if $(wildcard $(BENCH_HISTORY)),--history $(BENCH_HISTORY))
 
 # Drain and pickup as work grows: 1, 2 and 4 worker processes; 20k, 200k and 2M ready jobs.
 bench-matrix: install
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) benchmarks/run.py --only drain,latency --workers 1,2,4 --backlog 20000,200000,2000000 \
-	    --runs 1 --no-peers --results benchmarks/results-matrix.json $(BENCH_MATRIX_ARGS)
+	    --runs 1 --no-peers --results $(BENCH_MATRIX) $(BENCH_MATRIX_ARGS)
 
 # The console's reads with 1M and 10M finished jobs kept (builds the data sets once; minutes).
 bench-history: install

@@ -7,6 +7,10 @@
 The table goes between `<!-- bench-table:start -->` and `<!-- bench-table:end -->`: the run's
 date, command, machine, server version and each system's settings, then one row per figure with
 median [min–max] (n) for every system, and the scaling plot when benchmarks/scaling.png exists.
+With `--matrix` (`make bench-matrix`'s JSON) and/or `--history` (`make bench-history`'s), the
+growth tables go between `<!-- bench-growth:start -->` and `<!-- bench-growth:end -->`: drain
+by worker processes and backlog, pickup by worker processes, the console's reads by finished
+jobs kept.
 Nobody types these figures: a run writes the JSON (benchmarks/run.py), this writes the table.
 A quick (smoke) run's results are refused unless --allow-quick: they are not figures to publish.
 """
@@ -15,12 +19,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import percentile  # noqa: E402
+
 START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
+GROWTH = ("<!-- bench-growth:start -->", "<!-- bench-growth:end -->")
 COLUMNS = (("jobtui", "jobtui"), ("pgqueuer", "PgQueuer"), ("procrastinate", "procrastinate"))
 PLOT = "benchmarks/scaling.png"
 
@@ -128,13 +139,89 @@ def render(results: dict[str, Any], plot_exists: bool) -> str:
     return "\n".join(lines)
 
 
-def rewrite(readme: Path, table: str) -> None:
-    text = readme.read_text()
-    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
-        raise TableError(f"{readme}: needs one {START} … {END} pair")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    readme.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+def spread_cell(values: list[float], digits: int) -> str:
+    """median [min–max] (n) of raw values, as `cell` writes a figure."""
+    text = fmt(statistics.median(values), digits)
+    if len(values) > 1:
+        text += f" [{fmt(min(values), digits)}–{fmt(max(values), digits)}]"
+    return f"{text} ({len(values)})"
+
+
+def grid(corner: str, rows: dict[str, dict[str, str]]) -> list[str]:
+    """A markdown table: one line per row key (in insertion order), columns as first seen."""
+    columns = list(dict.fromkeys(c for cells in rows.values() for c in cells))
+    lines = [f"| {corner} | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
+    for key, cells in rows.items():
+        lines.append(f"| {key} | " + " | ".join(cells.get(c, "") for c in columns) + " |")
+    return [*lines, ""]
+
+
+def render_matrix(matrix: dict[str, Any]) -> list[str]:
+    """Drain jobs/s per (backlog, workers) and pickup p50/p99 per workers, from jobtui's runs."""
+    runs = [r for r in matrix.get("runs", []) if r.get("system", "jobtui") == "jobtui"]
+    runs.sort(key=lambda r: (r.get("backlog", 0), r["workers"]))
+    drain: dict[str, dict[str, list[float]]] = {}
+    pickup: dict[str, dict[str, list[float]]] = {}
+    for r in runs:
+        workers = f"{r['workers']} worker process{'es' if r['workers'] > 1 else ''}"
+        if r.get("scenario") == "drain":
+            drain.setdefault(f"{r['backlog']:,}", {}).setdefault(workers, []).append(r["rate"])
+        elif r.get("scenario") == "latency" and r.get("delays_ms"):
+            cells = pickup.setdefault(workers, {})
+            cells.setdefault("p50 ms", []).append(percentile(r["delays_ms"], 50))
+            cells.setdefault("p99 ms", []).append(percentile(r["delays_ms"], 99))
+    lines = [
+        f"Drain and pickup as work grows, jobtui: measured {matrix.get('date', '?')} with "
+        f"`{matrix.get('command', '?')}`; each cell median [min–max] (runs).",
+        "",
+    ]
+    if drain:
+        rows = {
+            b: {w: spread_cell(v, 0) + " jobs/s" for w, v in c.items()} for b, c in drain.items()
+        }
+        lines += grid("drain, ready jobs at release", rows)
+    if pickup:
+        rows = {w: {k: spread_cell(v, 2) for k, v in c.items()} for w, c in pickup.items()}
+        lines += grid("pickup, idle queue", rows)
+    return lines
+
+
+def render_history(history: dict[str, Any]) -> list[str]:
+    """p50 / p95 ms of each console read per number of finished jobs kept."""
+    timings = history["timings_ms"]
+    rows: dict[str, dict[str, str]] = {}
+    for n in sorted(timings, key=int):
+        for read, values in timings[n].items():
+            rows.setdefault(read, {})[f"{int(n):,} finished, p50 / p95 ms"] = (
+                f"{fmt(statistics.median(values), 1)} / {fmt(percentile(values, 95), 1)}"
+            )
+    head = (
+        f"The console's reads as the history grows: measured {history.get('date', '?')} with "
+        f"`{history.get('command', '?')}`; {history.get('ready', 0):,} ready jobs and "
+        f"{history.get('dead', 0):,} dead letters beside the history, {history.get('runs', '?')} "
+        "runs each."
+    )
+    return [head, "", *grid("read", rows)]
+
+
+def replace_between(text: str, table: str, markers: tuple[str, str], where: Path) -> str:
+    """`text` with what lies between the two markers replaced by `table`."""
+    start, end = markers
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise TableError(f"{where}: needs one {start} … {end} pair")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{table}\n{end}{tail}"
+
+
+def load(path: Path) -> Any:
+    """A results JSON, or a TableError that says what is wrong with it."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise TableError(f"{path}: {exc.strerror}; run its `make bench…` target first") from None
+    except json.JSONDecodeError as exc:
+        raise TableError(f"{path}: not JSON ({exc})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,24 +230,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--print", action="store_true", help="print the table, change nothing")
     parser.add_argument("--allow-quick", action="store_true", help="accept a quick run's results")
+    parser.add_argument("--matrix", type=Path, help="`make bench-matrix`'s results JSON")
+    parser.add_argument("--history", type=Path, help="`make bench-history`'s results JSON")
     args = parser.parse_args(argv)
     try:
-        try:
-            results = json.loads(args.results.read_text())
-        except OSError as exc:
-            raise TableError(f"{args.results}: {exc.strerror}; run `make bench` first") from None
-        except json.JSONDecodeError as exc:
-            raise TableError(f"{args.results}: not JSON ({exc})") from None
+        results = load(args.results)
         if not isinstance(results, dict) or "figures" not in results:
             raise TableError(f"{args.results}: not a results file from benchmarks/run.py")
         if results.get("mode") == "quick" and not args.allow_quick:
             raise TableError(f"{args.results}: a quick (smoke) run; --allow-quick to use it")
         table = render(results, (ROOT / PLOT).exists())
+        growth = [
+            *(render_matrix(load(args.matrix)) if args.matrix else []),
+            *(render_history(load(args.history)) if args.history else []),
+        ]
         if args.print:
-            print(table)
+            print("\n".join([table, "", *growth]))
         else:
-            rewrite(args.readme, table)
-            print(f"{args.readme}: performance table rewritten from {args.results}")
+            text = replace_between(args.readme.read_text(), table, (START, END), args.readme)
+            if growth:
+                text = replace_between(text, "\n".join(growth).rstrip(), GROWTH, args.readme)
+            args.readme.write_text(text)
+            print(f"{args.readme}: performance tables rewritten from {args.results}", end="")
+            print(f", {args.matrix}, {args.history}" if growth else "")
+    except (KeyError, TypeError) as exc:
+        print(f"bench-table: results without the expected field {exc}", file=sys.stderr)
+        return 1
     except TableError as exc:
         print(f"bench-table: {exc}", file=sys.stderr)
         return 1

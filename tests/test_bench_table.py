@@ -1,0 +1,96 @@
+"""`make bench-table` writes the README's figures from results files, never by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import table
+
+RESULTS = {
+    "date": "2026-12-01T00:00:00+00:00",
+    "command": "python benchmarks/run.py",
+    "mode": "full",
+    "seconds": 10,
+    "machine": {"cores": 2},
+    "settings": {"jobtui": {"label": "jobtui", "concurrency": 200}},
+    "figures": [
+        {
+            "metric": "drain",
+            "label": "drain 20000 no-op jobs",
+            "system": "jobtui",
+            "values": [30000.0, 31000.0, 29000.0],
+            "median": 30000.0,
+            "min": 29000.0,
+            "max": 31000.0,
+            "digits": 0,
+            "unit": "jobs/s",
+            "target": "≥ 45 000 jobs/s",
+            "met": False,
+        }
+    ],
+}
+MATRIX = {
+    "date": "2026-12-01T01:00:00+00:00",
+    "command": "python benchmarks/run.py --workers 1,2",
+    "runs": [
+        {"scenario": "drain", "system": "jobtui", "workers": 1, "backlog": 20000, "rate": 15000.0},
+        {"scenario": "drain", "system": "jobtui", "workers": 2, "backlog": 20000, "rate": 28000.0},
+        {"scenario": "drain", "system": "jobtui", "workers": 2, "backlog": 20000, "rate": 30000.0},
+        {"scenario": "drain", "system": "jobtui", "workers": 2, "backlog": 200000, "rate": 26000.0},
+        {"scenario": "latency", "system": "jobtui", "workers": 2, "delays_ms": [2.0, 3.0, 9.0]},
+    ],
+}
+HISTORY = {
+    "date": "2026-12-01T02:00:00+00:00",
+    "command": "python benchmarks/history.py",
+    "ready": 20000,
+    "dead": 10000,
+    "runs": 3,
+    "timings_ms": {
+        "1000000": {"snapshot": [5.0, 6.0, 7.0]},
+        "10000000": {"snapshot": [5.5, 6.5, 70.0]},
+    },
+}
+
+
+def _files(tmp_path: Path) -> dict[str, Path]:
+    paths = {name: tmp_path / f"{name}.json" for name in ("results", "matrix", "history")}
+    for path, data in zip(paths.values(), (RESULTS, MATRIX, HISTORY), strict=True):
+        path.write_text(json.dumps(data))
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# x\n<!-- bench-table:start -->\nold\n<!-- bench-table:end -->\n"
+        "text kept\n<!-- bench-growth:start -->\nold\n<!-- bench-growth:end -->\nend\n"
+    )
+    return {**paths, "readme": readme}
+
+
+def test_the_readme_tables_are_written_from_the_results(tmp_path: Path) -> None:
+    f = _files(tmp_path)
+    argv = [str(f["results"]), "--readme", str(f["readme"])]
+    assert table.main([*argv, "--matrix", str(f["matrix"]), "--history", str(f["history"])]) == 0
+    text = f["readme"].read_text()
+    assert "old" not in text and "text kept" in text and text.endswith("end\n")
+    assert "30 000 jobs/s [29 000–31 000] (3) — missed" in text
+    # drain by backlog and workers, median [min–max] (runs)
+    assert "| 20,000 | 15 000 (1) jobs/s | 29 000 [28 000–30 000] (2) jobs/s |" in text
+    assert "| 200,000 |  | 26 000 (1) jobs/s |" in text
+    assert "| 2 worker processes | 3.00 (1) | 8.88 (1) |" in text
+    # the history: p50 / p95 per size
+    assert "| snapshot | 6.0 / 6.9 | 6.5 / 63.6 |" in text  # interpolated, as history.py prints
+
+
+def test_a_missing_or_broken_results_file_is_one_line_and_changes_nothing(
+    tmp_path: Path, capsys: object
+) -> None:
+    f = _files(tmp_path)
+    before = f["readme"].read_text()
+    f["history"].write_text("{not json")
+    argv = [str(f["results"]), "--readme", str(f["readme"]), "--history", str(f["history"])]
+    assert table.main(argv) == 1
+    assert table.main([str(tmp_path / "nope.json"), "--readme", str(f["readme"])]) == 1
+    quick = {**RESULTS, "mode": "quick"}
+    f["results"].write_text(json.dumps(quick))
+    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 1
+    assert f["readme"].read_text() == before
