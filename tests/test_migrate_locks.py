@@ -19,7 +19,16 @@ import pytest
 from test_attack_round3 import _migrate_to
 from test_cli_support import assert_one_error, run_cli
 
-from jobtui.schema import LockWait, MigrationBlocked, Stall, migrate
+from jobtui.cli import main
+from jobtui.schema import (
+    LockWait,
+    Migration,
+    MigrationBlocked,
+    Stall,
+    load_migrations,
+    migrate,
+    migrator,
+)
 
 S = "public"
 BLOCKER_APP = "nightly-report"
@@ -170,3 +179,38 @@ def test_the_library_reports_each_retry_and_the_stall_it_saw(
         with pytest.raises(MigrationBlocked, match="Who held them was not seen"):
             migrate(conn, S, LockWait(timeout_s=0.2, retries=0))
         assert max(v for v, _ in _versions(conn)) == 18
+
+
+def test_an_analyze_that_cannot_get_its_lock_is_skipped_with_a_note(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the commit, ANALYZE of `jobs` wants SHARE UPDATE EXCLUSIVE, which a VACUUM (here
+    a session's LOCK in that mode) holds: it waits at most the lock timeout and migrate, its
+    migrations committed, says so on stderr and exits 0. A test-only migration that locks no
+    table stands for the pending one, so only the ANALYZE meets the lock."""
+    extra = Migration(
+        9999,
+        "test_only_function",
+        "CREATE FUNCTION __schema__.jobtui_test_noop() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    )
+    shipped = load_migrations()
+    monkeypatch.setattr(migrator, "load_migrations", lambda: [*shipped, extra])
+    with psycopg.connect(dsn, application_name=BLOCKER_APP) as vacuum_like:
+        vacuum_like.execute("LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE")
+        # Were the ANALYZE unbounded, this would end the wait (and fail the test) after 10 s.
+        release = threading.Timer(10, vacuum_like.rollback)
+        release.start()
+        try:
+            code = main(["--dsn", dsn, "migrate", "--lock-timeout", "0.3s"])
+        finally:
+            release.cancel()
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert "applied 9999_test_only_function" in out
+        assert err.splitlines() == [
+            "note: ANALYZE of public.jobs could not get its lock within --lock-timeout (a "
+            "VACUUM?); autovacuum will analyse it, or run ANALYZE yourself"
+        ]
+        vacuum_like.rollback()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert max(v for v, _ in _versions(conn)) == 9999

@@ -32,6 +32,7 @@ def register(commands: Commands) -> None:
         cmd_migrate,
         "jobtui migrate",
         "jobtui migrate --schema queue --dry-run",
+        "jobtui migrate --lock-timeout 5s --lock-retries 10   # a busy table: wait longer",
     )
     p.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
     p.add_argument(
