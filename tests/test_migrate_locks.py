@@ -214,3 +214,42 @@ def test_an_analyze_that_cannot_get_its_lock_is_skipped_with_a_note(
         vacuum_like.rollback()
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert max(v for v, _ in _versions(conn)) == 9999
+
+
+def test_a_migrate_that_loses_a_deadlock_tries_again(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A test-only migration locks `jobs`, then `workers`, which a session holds; that session
+    then reads `jobs`: a deadlock, which PostgreSQL resolves by failing migrate (it waited
+    first, so its deadlock check runs first). Nothing was applied, so migrate tries again and,
+    once the session has ended, succeeds."""
+    extra = Migration(
+        9999,
+        "test_only_two_locks",
+        "LOCK TABLE __schema__.jobs IN ACCESS EXCLUSIVE MODE; "
+        "LOCK TABLE __schema__.workers IN ACCESS EXCLUSIVE MODE",
+    )
+    shipped = load_migrations()
+    monkeypatch.setattr(migrator, "load_migrations", lambda: [*shipped, extra])
+    with psycopg.connect(dsn, application_name=BLOCKER_APP) as other:
+        other.execute("LOCK TABLE workers IN ACCESS SHARE MODE")
+        read_jobs = threading.Thread(
+            target=lambda: (other.execute("SELECT count(*) FROM jobs"), other.rollback())
+        )
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+
+            def start_the_deadlock_once_migrate_waits() -> None:
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not _migrate_waits_on_a_lock(watcher):
+                    time.sleep(0.02)
+                time.sleep(0.2)  # migrate's deadlock check (deadlock_timeout) runs first
+                read_jobs.start()
+
+            starter = threading.Thread(target=start_the_deadlock_once_migrate_waits)
+            starter.start()
+            code = main(["--dsn", dsn, "migrate", "--lock-timeout", "10s", "--lock-retries", "2"])
+            starter.join()
+            read_jobs.join()
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "", err
+    assert "applied 9999_test_only_two_locks" in out

@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg.rows import dict_row
 
 from jobtui.config import format_duration
 from jobtui.inert import clean
@@ -37,6 +39,10 @@ BACKOFF_CAP_S = 30.0
 # How often, while a try runs, the second connection looks at who blocks it: several looks fit
 # in the shortest sensible lock timeout, and each is one small catalogue query.
 WATCH_INTERVAL_S = 0.1
+# A try that ends in one of these rolled back having waited for a lock: try again. A deadlock
+# (migrate holds `jobs`, waits for another table a session holds, which then wants `jobs`) is
+# resolved by PostgreSQL failing one side; when that is migrate, a later try can succeed.
+_LOCK_WAIT_ERRORS = (pgerrors.LockNotAvailable, pgerrors.DeadlockDetected)
 
 # The article's columns (name -> type as format_type() spells it) and the ones jobtui adds.
 ARTICLE_COLUMNS = {
@@ -169,22 +175,22 @@ class MigrationBlocked(Exception):
         )
 
 
-def _stall(rows: list[tuple]) -> Stall:
+def _stall(rows: list[dict[str, Any]]) -> Stall:
     """A Stall from migrate_blockers rows (what was waited for repeats on every row)."""
-    locktype, relation, wanted = rows[0][5], rows[0][6], rows[0][7]
     holders = tuple(
         LockHolder(
-            pid=int(r[0]),
-            user=r[1],
-            application=r[2] or "",
-            state=r[3],
-            xact_age_s=r[4],
-            held=", ".join(lock_mode(m) for m in r[8].split(", ")) if r[8] else None,
+            pid=int(r["pid"]),
+            user=r["usename"],
+            application=r["application_name"] or "",
+            state=r["state"],
+            xact_age_s=r["xact_age_s"],
+            held=", ".join(lock_mode(m) for m in r["held"].split(", ")) if r["held"] else None,
         )
         for r in rows
     )
-    target = relation if relation else f"a {locktype} lock"
-    return Stall(target=clean(target), wanted=lock_mode(wanted), holders=holders)
+    first = rows[0]
+    target = first["relation"] or f"a {first['locktype']} lock"
+    return Stall(target=clean(target), wanted=lock_mode(first["wanted"]), holders=holders)
 
 
 class _BlockerWatch:
@@ -216,7 +222,8 @@ class _BlockerWatch:
     def _run(self, pid: int) -> None:
         while not self._stop.wait(WATCH_INTERVAL_S):
             try:
-                rows = self.conn.execute(self.sql, {"pid": pid}).fetchall()
+                with self.conn.cursor(row_factory=dict_row) as cur:
+                    rows = cur.execute(self.sql, {"pid": pid}).fetchall()
             except psycopg.Error:
                 return
             if rows:
@@ -458,7 +465,7 @@ def _apply_with_retries(
             tries += 1
             try:
                 return _apply(conn, schema, lock, watch)
-            except pgerrors.LockNotAvailable:
+            except _LOCK_WAIT_ERRORS:
                 seen = watch.seen if watch is not None else None
                 if tries > lock.retries:
                     raise MigrationBlocked(tries, lock.timeout_s, seen) from None
@@ -479,8 +486,8 @@ def _apply(
     applied: list[Migration] = []
     recognised: Recognised | None = None
     with conn.transaction():
-        # Waiting here is for another migrate only (it holds no lock on `jobs` while queued
-        # here, and its own tries are bounded), so the lock timeout is set after it.
+        # Waiting here is only for another migrate, whose tries are bounded too, and while
+        # queued here this one holds no lock anyone waits for: the lock timeout comes after.
         conn.execute(q.migrate_lock, (MIGRATION_LOCK_KEY,))
         pid = conn.info.backend_pid
         if lock is not None:
