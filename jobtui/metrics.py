@@ -21,6 +21,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from jobtui import stats
+from jobtui.control_state import STOPS_CLAIMING
 from jobtui.models import (
     HistoryPoint,
     KindFigures,
@@ -205,7 +206,7 @@ async def snapshot(
         for r in workers_raw
     ]
     # A worker an operator quieted or asked to stop claims nothing: it handles no kind.
-    live_kinds = [w.kinds for w in workers if not w.stale and w.control not in ("quiet", "stop")]
+    live_kinds = [w.kinds for w in workers if not w.stale and w.control not in STOPS_CLAIMING]
     limits = {r["kind"]: r for r in limit_rows}
 
     kinds = [

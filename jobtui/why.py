@@ -19,6 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from jobtui.config import format_duration
+from jobtui.control_state import STOPS_CLAIMING
 from jobtui.sql import queries
 
 # Rows locked by something that never heartbeats are rescued after the worker's lock timeout;
@@ -245,8 +246,8 @@ async def _pending(
     q = queries(schema)
     workers = await _all(conn, q.why_workers, {"kind": kind})
     # A worker an operator quieted or asked to stop claims nothing: it does not count.
-    claiming = [w for w in workers if w["live"] and w["control"] not in ("quiet", "stop")]
-    quiet = [w for w in workers if w["live"] and w["control"] in ("quiet", "stop")]
+    claiming = [w for w in workers if w["live"] and w["control"] not in STOPS_CLAIMING]
+    quiet = [w for w in workers if w["live"] and w["control"] in STOPS_CLAIMING]
     live = claiming
     if not live and quiet:
         each = ", ".join(f"{w['id']} ({w['control']})" for w in quiet)

@@ -255,3 +255,36 @@ def test_stats_carries_the_database_tab_figures_in_every_format(dsn: str) -> Non
         assert f"oldest transaction holding back vacuum: pid {pid}" in text
     finally:
         holder.close()
+
+
+def test_stats_text_says_what_each_worker_was_asked_and_whether_it_acted(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """The CONTROL column: the console's words (jobtui.control_state.control_text), from the
+    request an operator set and what the worker wrote back; `–` when nothing was asked."""
+    expected = {
+        "w-none": (None, None, "–"),
+        "w-quiet-asked": ("quiet", None, "quiet asked"),
+        "w-quiet": ("quiet", "quiet", "quiet"),
+        "w-resume-asked": (None, "quiet", "resume asked"),
+        "w-stop-asked": ("stop", None, "stop asked"),
+        "w-stopping": ("stop", "stop", "stopping"),
+        "w-by-cli": (None, None, "quiet asked"),  # quieted below through `jobtui workers`
+    }
+    for wid, (control, applied, _) in expected.items():
+        conn.execute(
+            "INSERT INTO workers (id, host, pid, kinds, concurrency, control, control_applied)"
+            " VALUES (%s, 'h', 1, '{mail}', 4, %s, %s)",
+            (wid, control, applied),
+        )
+    assert_ok(run_cli("workers", "quiet", "w-by-cli", dsn=dsn))
+    lines = assert_ok(run_cli("stats", dsn=dsn)).splitlines()
+    (header,) = [line for line in lines if line.startswith("WORKER ")]
+    start = header.index("CONTROL")
+    end = header.index("EVERY/TIMEOUT")
+    got = {
+        line.split()[0]: line[start:end].strip()
+        for line in lines
+        if line.split() and line.split()[0] in expected
+    }
+    assert got == {wid: text for wid, (_, _, text) in expected.items()}

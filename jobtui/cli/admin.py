@@ -6,16 +6,20 @@ import asyncio
 import logging
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from jobtui import ops
-from jobtui.cli.args import Args, Commands, duration, positive_int
-from jobtui.cli.errors import CliError
+from jobtui.cli.args import Args, Commands, duration, non_negative_int, positive_int
+from jobtui.cli.errors import EXIT_TEMPFAIL, CliError, one_line
 from jobtui.cli.progress import progress
-from jobtui.cli.session import dsn_of, out, plural, run_with_connection, schema_of
+from jobtui.cli.session import dsn_of, err, out, plural, run_with_connection, schema_of
 from jobtui.config import format_duration
 from jobtui.db import check_schema, connect
+
+if TYPE_CHECKING:
+    from jobtui.schema import Stall
 
 DAY_S = 86400.0
 
@@ -28,8 +32,25 @@ def register(commands: Commands) -> None:
         cmd_migrate,
         "jobtui migrate",
         "jobtui migrate --schema queue --dry-run",
+        "jobtui migrate --lock-timeout 5s --lock-retries 10   # a busy table: wait longer",
     )
     p.add_argument("--dry-run", action="store_true", help="print the SQL instead of running it")
+    p.add_argument(
+        "--lock-timeout",
+        type=duration,
+        default=2.0,
+        metavar="DURATION",
+        help="how long each try may wait for a lock on jobtui's tables; producers' INSERTs and "
+        "workers' claims queue behind a waiting migrate (default 2s; 0 waits as long as it takes)",
+    )
+    p.add_argument(
+        "--lock-retries",
+        type=non_negative_int,
+        default=5,
+        metavar="N",
+        help="tries again N times, 1s, 2s, 4s … apart, before giving up with nothing applied "
+        f"(default 5; exit {EXIT_TEMPFAIL})",
+    )
 
     p = commands.add(
         "prune",
@@ -134,10 +155,16 @@ def cmd_worker(args: Args) -> int:
 
 
 def cmd_migrate(args: Args) -> int:
-    from jobtui.schema import applied_versions, migrate_report, pending_sql
+    from jobtui.schema import (
+        LockWait,
+        MigrationBlocked,
+        applied_versions,
+        migrate_report,
+        pending_sql,
+    )
 
-    schema = schema_of(args)
-    with connect(dsn_of(args)) as conn:
+    schema, dsn = schema_of(args), dsn_of(args)
+    with connect(dsn) as conn:
         if args.dry_run:
             pending = pending_sql(conn, schema)
             if not pending:
@@ -146,16 +173,38 @@ def cmd_migrate(args: Args) -> int:
                 out(f"-- migration {migration.version:04d}_{migration.name}")
                 out(sql.rstrip() + "\n")
             return 0
-        applied, recognised = migrate_report(conn, schema)
+        lock = LockWait(
+            timeout_s=args.lock_timeout,
+            retries=args.lock_retries,
+            watch=lambda: connect(dsn, app="jobtui migrate (lock watch)"),
+            on_retry=_note_retry if sys.stderr.isatty() else None,
+        )
+        try:
+            result = migrate_report(conn, schema, lock)
+        except MigrationBlocked as exc:
+            raise CliError(str(exc), EXIT_TEMPFAIL) from None
         version = max(applied_versions(conn, schema), default=0)
-    if recognised is not None:
-        out(recognised.message(schema))
-    if applied:
-        names = ", ".join(f"{m.version:04d}_{m.name}" for m in applied)
+    if result.recognised is not None:
+        out(result.recognised.message(schema))
+    if result.applied:
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in result.applied)
         out(f"migrated schema {schema} to version {version} (applied {names})")
     else:
         out(f"schema {schema} is up to date (version {version})")
+    if not result.analyzed:
+        err(
+            f"note: ANALYZE of {schema}.jobs could not get its lock within --lock-timeout (a "
+            "VACUUM?); autovacuum will analyse it, or run ANALYZE yourself"
+        )
     return 0
+
+
+def _note_retry(tries: int, pause_s: float, stall: Stall | None) -> None:
+    """On a terminal, say why migrate is waiting between tries (a script sees only the end)."""
+    who = ""
+    if stall is not None and stall.holders:
+        who = f": blocked by {stall.holders[0].describe(stall.target)}"
+    err(one_line(f"migrate: try {tries} ran out of lock time{who}; trying again in {pause_s:g}s"))
 
 
 def cmd_prune(args: Args) -> int:

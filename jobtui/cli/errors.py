@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILURE = 1  # the command could not do what was asked
 EXIT_USAGE = 2  # the arguments were wrong (argparse's convention)
+EXIT_TEMPFAIL = 75  # nothing was done and trying later may work (sysexits' EX_TEMPFAIL)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 # `jobtui check` speaks the Nagios/Icinga plugin protocol instead (usage errors are UNKNOWN).

@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from jobtui.config import format_duration
+from jobtui.control_state import control_text
 from jobtui.inert import ascii_json, clean, cut, first_line, payload_json
 from jobtui.inert import prometheus_label as _label
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow, Snapshot, WorkerRow
@@ -225,7 +226,8 @@ def wakeup_text(w: WorkerRow) -> str:
 
 
 def workers_text(workers: Sequence[WorkerRow]) -> str:
-    """The workers: liveness, how each is woken, abandoned threads and outcome errors."""
+    """The workers: liveness, what an operator asked of each (quiet, stop) and whether it has
+    acted on it, how each is woken, abandoned threads and outcome errors."""
     if not workers:
         return "\n\nno workers registered"
     rows = [
@@ -233,6 +235,7 @@ def workers_text(workers: Sequence[WorkerRow]) -> str:
             w.id,
             f"{w.running}/{w.concurrency}",
             format_duration(w.heartbeat_age_s) + (" STALE" if w.stale else ""),
+            control_text(w) or "–",
             f"{w.heartbeat_interval_s:g}s/{w.heartbeat_timeout_s:g}s",
             w.abandoned,
             w.outcome_errors,
@@ -240,7 +243,16 @@ def workers_text(workers: Sequence[WorkerRow]) -> str:
         )
         for w in workers
     ]
-    headers = ("WORKER", "RUN", "HEARTBEAT", "EVERY/TIMEOUT", "ABANDONED", "OUTCOME ERR", "WAKEUP")
+    headers = (
+        "WORKER",
+        "RUN",
+        "HEARTBEAT",
+        "CONTROL",
+        "EVERY/TIMEOUT",
+        "ABANDONED",
+        "OUTCOME ERR",
+        "WAKEUP",
+    )
     lines = [table(headers, rows, flex=-1)]
     for w in workers:
         if w.last_outcome_error:

@@ -1,9 +1,14 @@
 """Schema migrations: numbered `.sql` files in this package, applied in order."""
 
 from jobtui.schema.migrator import (
+    LockHolder,
+    LockWait,
+    MigrateResult,
     Migration,
+    MigrationBlocked,
     MigrationRefused,
     Recognised,
+    Stall,
     applied_versions,
     current_version,
     load_migrations,
@@ -13,9 +18,14 @@ from jobtui.schema.migrator import (
 )
 
 __all__ = [
+    "LockHolder",
+    "LockWait",
+    "MigrateResult",
     "Migration",
+    "MigrationBlocked",
     "MigrationRefused",
     "Recognised",
+    "Stall",
     "applied_versions",
     "current_version",
     "load_migrations",

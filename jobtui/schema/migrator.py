@@ -4,22 +4,45 @@ All pending migrations run in one transaction behind a transaction-level advisor
 `jobtui migrate` runs serialise and the second finds nothing to do. Before touching a `jobs`
 table that already exists (say, the article's), its columns are checked; one that cannot be
 extended safely is refused with nothing changed.
+
+With a `LockWait` (what `jobtui migrate` passes) each try waits a bounded time for the locks
+its migrations take, because a migration queued for ACCESS EXCLUSIVE on `jobs` stops every
+claim and INSERT behind it: a try that runs out rolls back, the queue flows during a back-off,
+and after the last try `MigrationBlocked` names the session that held the lock.
 """
 
 from __future__ import annotations
 
 import re
 import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import psycopg
+from psycopg import errors as pgerrors
+from psycopg.rows import dict_row
 
+from jobtui.config import format_duration
+from jobtui.inert import clean
 from jobtui.sql import queries, quote_schema
 
 # 64-bit key for pg_advisory_xact_lock; "jobtui" in ASCII.
 MIGRATION_LOCK_KEY = 0x6A6F6274756900
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+# The pause between tries doubles from LockWait.backoff_s up to this.
+BACKOFF_CAP_S = 30.0
+# How often, while a try runs, the second connection looks at who blocks it: several looks fit
+# in the shortest sensible lock timeout, and each is one small catalogue query.
+WATCH_INTERVAL_S = 0.1
+# A try that ends in one of these rolled back having waited for a lock: try again. A deadlock
+# (migrate holds `jobs`, waits for another table a session holds, which then wants `jobs`) is
+# resolved by PostgreSQL failing one side; when that is migrate, a later try can succeed.
+_LOCK_WAIT_ERRORS = (pgerrors.LockNotAvailable, pgerrors.DeadlockDetected)
 
 # The article's columns (name -> type as format_type() spells it) and the ones jobtui adds.
 ARTICLE_COLUMNS = {
@@ -45,6 +68,166 @@ ADDED_COLUMNS = {
 
 class MigrationRefused(Exception):
     """The database holds something jobtui cannot extend safely; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """How long each try of migrate waits for a lock, and how often it tries.
+
+    While a migration waits in the lock queue of `jobs` (0019's DROP INDEX wants ACCESS
+    EXCLUSIVE), every later claim and INSERT queues behind it: unbounded, one idle transaction
+    that read `jobs` stops the whole queue. So each try sets `lock_timeout` to `timeout_s`
+    (0: wait as long as it takes), a try that runs out rolls back (nothing applied), and the
+    next comes `backoff_s` later, doubled each time up to BACKOFF_CAP_S, during which the queue
+    flows. `watch` opens a second (autocommit) connection that sees, while a try waits, who
+    holds it up, so the failure can name them; `on_retry(tries, pause_s, stall)` hears of each
+    failed try.
+    """
+
+    timeout_s: float = 2.0
+    retries: int = 5
+    backoff_s: float = 1.0
+    watch: Callable[[], psycopg.Connection] | None = None
+    on_retry: Callable[[int, float, Stall | None], None] | None = None
+
+    def pause(self, tries: int) -> float:
+        """Seconds to wait after the `tries`-th failed try."""
+        return min(self.backoff_s * 2 ** (tries - 1), BACKOFF_CAP_S)
+
+    def timeout_setting(self) -> str:
+        """`timeout_s` as a `lock_timeout` value (whole milliseconds, at least 1)."""
+        return f"{max(1, round(self.timeout_s * 1000))}ms"
+
+
+def lock_mode(name: str) -> str:
+    """A pg_locks mode as LOCK TABLE spells it: `AccessExclusiveLock` -> `ACCESS EXCLUSIVE`."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name.removesuffix("Lock")).upper()
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """A session that kept migrate waiting. `held`: the modes it holds on what migrate waited
+    for; None when it holds none and is only queued ahead of migrate."""
+
+    pid: int
+    user: str | None
+    application: str
+    state: str | None
+    xact_age_s: float | None
+    held: str | None
+
+    def describe(self, target: str) -> str:
+        """`pid 42 (user app, application 'psql', idle in transaction, transaction open 3m05s),
+        which holds ACCESS SHARE on jobs`: what an operator needs to find and end it."""
+        app = f"application {clean(self.application)!r}" if self.application else "no application"
+        age = (
+            "no transaction open"
+            if self.xact_age_s is None
+            else f"transaction open {format_duration(self.xact_age_s)}"
+        )
+        doing = (
+            f"holds {self.held} on {target}"
+            if self.held
+            else f"is queued ahead of migrate for {target}"
+        )
+        return (
+            f"pid {self.pid} (user {clean(self.user or '?')}, {app}, "
+            f"{clean(self.state or 'state unknown')}, {age}), which {doing}"
+        )
+
+
+@dataclass(frozen=True)
+class Stall:
+    """What one try of migrate waited for (`target`, in mode `wanted`) and who held it up,
+    holders first, oldest transaction first."""
+
+    target: str
+    wanted: str
+    holders: tuple[LockHolder, ...]
+
+
+class MigrationBlocked(Exception):
+    """Every try of migrate ran out of lock time; each rolled back, so nothing was applied."""
+
+    def __init__(self, tries: int, timeout_s: float, stall: Stall | None) -> None:
+        self.tries = tries
+        self.timeout_s = timeout_s
+        self.stall = stall
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        head = f"{self.tries} {'try' if self.tries == 1 else 'tries'} of {self.timeout_s:g}s"
+        stall = self.stall
+        if stall is None or not stall.holders:
+            return (
+                f"migrate could not get the locks its migrations need in {head}; nothing was "
+                "applied. Who held them was not seen: look for a long transaction in the "
+                "Database tab of `jobtui` or in pg_stat_activity, end it, then run migrate again"
+            )
+        first = stall.holders[0]
+        more = len(stall.holders) - 1
+        others = f" (and {more} more session{'s' if more > 1 else ''})" if more else ""
+        return (
+            f"migrate could not get {stall.wanted} on {stall.target} in {head}; nothing was "
+            f"applied. Blocked by {first.describe(stall.target)}{others}. End that "
+            f"transaction, or cancel or terminate pid {first.pid} in the Database tab of "
+            f"`jobtui` or with SELECT pg_terminate_backend({first.pid}); then run migrate again"
+        )
+
+
+def _stall(rows: list[dict[str, Any]]) -> Stall:
+    """A Stall from migrate_blockers rows (what was waited for repeats on every row)."""
+    holders = tuple(
+        LockHolder(
+            pid=int(r["pid"]),
+            user=r["usename"],
+            application=r["application_name"] or "",
+            state=r["state"],
+            xact_age_s=r["xact_age_s"],
+            held=", ".join(lock_mode(m) for m in r["held"].split(", ")) if r["held"] else None,
+        )
+        for r in rows
+    )
+    first = rows[0]
+    target = first["relation"] or f"a {first['locktype']} lock"
+    return Stall(target=clean(target), wanted=lock_mode(first["wanted"]), holders=holders)
+
+
+class _BlockerWatch:
+    """A second connection that, while a try runs, keeps its latest sight of who blocks it.
+
+    It only informs: a failed look ends the watch and migrate goes on without it."""
+
+    def __init__(self, conn: psycopg.Connection, schema: str) -> None:
+        self.conn = conn
+        self.sql = queries(schema).migrate_blockers
+        self.seen: Stall | None = None
+        self._stop = threading.Event()
+
+    @contextmanager
+    def watching(self, pid: int) -> Iterator[None]:
+        """Watch backend `pid` until the block ends; `seen` starts afresh each time."""
+        self.seen = None
+        self._stop.clear()
+        thread = threading.Thread(
+            target=self._run, args=(pid,), name="jobtui-migrate-watch", daemon=True
+        )
+        thread.start()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            thread.join()
+
+    def _run(self, pid: int) -> None:
+        while not self._stop.wait(WATCH_INTERVAL_S):
+            try:
+                with self.conn.cursor(row_factory=dict_row) as cur:
+                    rows = cur.execute(self.sql, {"pid": pid}).fetchall()
+            except psycopg.Error:
+                return
+            if rows:
+                self.seen = _stall(rows)
 
 
 @dataclass(frozen=True)
@@ -217,42 +400,116 @@ def _repair_version_table(conn: psycopg.Connection, schema: str) -> Recognised:
     return Recognised(version, recorded)
 
 
-def migrate(conn: psycopg.Connection, schema: str) -> list[Migration]:
+@dataclass(frozen=True)
+class MigrateResult:
+    """What `migrate_report` did. `recognised`: a restored schema's version table was repaired
+    first. `analyzed` is False when ANALYZE of `jobs` could not get its lock in time (the
+    migrations are committed; autovacuum analyses the table later)."""
+
+    applied: list[Migration]
+    recognised: Recognised | None
+    analyzed: bool = True
+
+
+def migrate(conn: psycopg.Connection, schema: str, lock: LockWait | None = None) -> list[Migration]:
     """Apply pending migrations in one transaction; return those applied (maybe none).
 
     `conn` must not be inside a transaction. Safe to call from several processes at once.
+    Without `lock` it waits for locks as long as it takes; with one, see LockWait.
     """
-    return migrate_report(conn, schema)[0]
+    return migrate_report(conn, schema, lock).applied
 
 
 def migrate_report(
-    conn: psycopg.Connection, schema: str
+    conn: psycopg.Connection, schema: str, lock: LockWait | None = None
+) -> MigrateResult:
+    """`migrate`, also saying whether a restored schema's version table was repaired first.
+
+    Raises MigrationBlocked when every try of `lock` ran out of lock time (nothing applied).
+    """
+    if lock is None or lock.timeout_s <= 0:
+        applied, recognised = _apply(conn, schema, None, None)
+    else:
+        applied, recognised = _apply_with_retries(conn, schema, lock)
+    analyzed = True
+    if applied:
+        # After the commit: ANALYZE reads a sample of `jobs` (a second or more on a large
+        # table), and inside the transaction every lock a migration took (0019's DROP INDEX:
+        # ACCESS EXCLUSIVE, reads wait too) would be held until it ends. Its own lock (SHARE
+        # UPDATE EXCLUSIVE) lets claims and INSERTs through but waits for a VACUUM: bounded too.
+        try:
+            with conn.transaction():  # committed on a connection that is not in autocommit too
+                if lock is not None and lock.timeout_s > 0:
+                    timeout = {"timeout": lock.timeout_setting()}
+                    conn.execute(queries(schema).migrate_lock_timeout, timeout)
+                conn.execute(queries(schema).migrate_analyze_jobs)
+        except pgerrors.LockNotAvailable:
+            analyzed = False
+    return MigrateResult(applied, recognised, analyzed)
+
+
+def _apply_with_retries(
+    conn: psycopg.Connection, schema: str, lock: LockWait
 ) -> tuple[list[Migration], Recognised | None]:
-    """`migrate`, also saying whether a restored schema's version table was repaired first."""
+    """Try `lock.retries + 1` times, each bounded by `lock.timeout_s` per lock."""
+    watch_conn: psycopg.Connection | None = None
+    if lock.watch is not None:
+        try:
+            watch_conn = lock.watch()
+        except psycopg.Error:
+            watch_conn = None  # no second connection to spare: migrate, without naming blockers
+    watch = _BlockerWatch(watch_conn, schema) if watch_conn is not None else None
+    try:
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                return _apply(conn, schema, lock, watch)
+            except _LOCK_WAIT_ERRORS:
+                seen = watch.seen if watch is not None else None
+                if tries > lock.retries:
+                    raise MigrationBlocked(tries, lock.timeout_s, seen) from None
+            pause = lock.pause(tries)
+            if lock.on_retry is not None:
+                lock.on_retry(tries, pause, seen)
+            time.sleep(pause)
+    finally:
+        if watch_conn is not None:
+            watch_conn.close()
+
+
+def _apply(
+    conn: psycopg.Connection, schema: str, lock: LockWait | None, watch: _BlockerWatch | None
+) -> tuple[list[Migration], Recognised | None]:
+    """One try: the pending migrations in one transaction (rolled back if anything fails)."""
     q = queries(schema)
     applied: list[Migration] = []
     recognised: Recognised | None = None
     with conn.transaction():
+        # Waiting here is only for another migrate, whose tries are bounded too, and while
+        # queued here this one holds no lock anyone waits for: the lock timeout comes after.
         conn.execute(q.migrate_lock, (MIGRATION_LOCK_KEY,))
-        has_schema = conn.execute(q.migrate_schema_exists, (schema,)).fetchone()
-        if not has_schema:
-            conn.execute(q.migrate_create_schema)
-        conn.execute(q.migrate_create_version_table)
-        done = applied_versions(conn, schema)
-        if not done and restored_without_versions(conn, schema):
-            recognised = _repair_version_table(conn, schema)
-            done = set(recognised.recorded)
-        todo = [m for m in load_migrations() if m.version not in done]
-        if todo and 1 not in done:
-            check_existing_jobs_table(conn, schema)
-        for migration in todo:
-            conn.execute(migration.for_schema(schema))
-            conn.execute(q.migrate_record_version, (migration.version, migration.name))
-            applied.append(migration)
-    if applied:
-        # After the commit: ANALYZE reads a sample of `jobs` (a second or more on a large
-        # table), and inside the transaction every lock a migration took (0019's DROP INDEX:
-        # ACCESS EXCLUSIVE, reads wait too) would be held until it ends.
-        with conn.transaction():  # committed on a connection that is not in autocommit too
-            conn.execute(q.migrate_analyze_jobs)
+        pid = conn.info.backend_pid
+        if lock is not None:
+            row = conn.execute(
+                q.migrate_lock_timeout, {"timeout": lock.timeout_setting()}
+            ).fetchone()
+            assert row is not None
+            pid = int(row[1])  # behind a transaction pooler, this transaction's own backend
+        with watch.watching(pid) if watch is not None else nullcontext():
+            has_schema = conn.execute(q.migrate_schema_exists, (schema,)).fetchone()
+            if not has_schema:
+                conn.execute(q.migrate_create_schema)
+            conn.execute(q.migrate_create_version_table)
+            done = applied_versions(conn, schema)
+            if not done and restored_without_versions(conn, schema):
+                recognised = _repair_version_table(conn, schema)
+                done = set(recognised.recorded)
+            todo = [m for m in load_migrations() if m.version not in done]
+            if todo and 1 not in done:
+                check_existing_jobs_table(conn, schema)
+            for migration in todo:
+                conn.execute(migration.for_schema(schema))
+                conn.execute(q.migrate_record_version, (migration.version, migration.name))
+                applied.append(migration)
     return applied, recognised

@@ -89,3 +89,35 @@ FROM pg_trigger t
 JOIN pg_class c ON c.oid = t.tgrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND NOT t.tgisinternal
+
+-- name: migrate_lock_timeout
+-- How long each statement of this migrate transaction may wait for a lock (SET LOCAL: it ends
+-- with the transaction). While a migration waits in the lock queue of `jobs` for ACCESS
+-- EXCLUSIVE, every claim and INSERT queues behind it; this bounds how long.
+SELECT set_config('lock_timeout', %(timeout)s, true), pg_backend_pid()
+
+-- name: migrate_blockers
+-- Who keeps backend `pid` (a migrate) waiting for a lock, seen from a second connection while
+-- it waits: the lock it waits for (not the advisory lock that serialises migrates: another
+-- migrate holding that is no stall) and each session pg_blocking_pids names, with the modes it
+-- holds on that relation (none: it is queued ahead of migrate), its transaction's age, state
+-- and application. Holders first, oldest transaction first.
+WITH waiting AS (
+  SELECT l.locktype, l.relation, l.mode
+  FROM pg_locks l
+  WHERE l.pid = %(pid)s AND NOT l.granted AND l.locktype <> 'advisory'
+  LIMIT 1
+)
+SELECT a.pid, a.usename, a.application_name, a.state,
+       extract(epoch FROM now() - a.xact_start)::float8 AS xact_age_s,
+       w.locktype, w.relation::regclass::text AS relation, w.mode AS wanted, h.held
+FROM waiting w
+CROSS JOIN LATERAL unnest(pg_blocking_pids(%(pid)s)) AS b(pid)
+JOIN pg_stat_activity a ON a.pid = b.pid
+CROSS JOIN LATERAL (
+  SELECT string_agg(DISTINCT l.mode, ', ' ORDER BY l.mode) AS held
+  FROM pg_locks l
+  WHERE l.pid = a.pid AND l.granted AND l.locktype = w.locktype
+    AND l.relation IS NOT DISTINCT FROM w.relation
+) h
+ORDER BY h.held IS NULL, a.xact_start NULLS LAST, a.pid

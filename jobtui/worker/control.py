@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from jobtui.control_state import STOPS_CLAIMING
 from jobtui.sql import queries
 from jobtui.worker.link import Link
 
@@ -47,7 +48,7 @@ class Control:
                 "worker=%s event=stop_asked reason=an operator asked it to stop", self.worker_id
             )
             self.on_stop()
-        quiet = asked in ("quiet", "stop") or self.stopping
+        quiet = asked in STOPS_CLAIMING or self.stopping
         if quiet != self.quiet:
             self.quiet = quiet
             if quiet:
