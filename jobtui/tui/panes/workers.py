@@ -29,6 +29,7 @@ from textual.binding import Binding, BindingType
 from textual.events import DescendantFocus
 from textual.widgets import DataTable
 
+from jobtui.control_state import control_text
 from jobtui.inert import inert, one_line
 from jobtui.models import Snapshot, WorkerRow
 from jobtui.tui.host import KindChosen
@@ -41,22 +42,6 @@ from jobtui.tui.worker_actions import WORKER_ACTIONS, WorkerControlAsked
 
 WORKER_KEYS = ("quiet_worker", "stop_worker")  # about the workers table's cursor
 KIND_KEYS = ("toggle_pause_kind", "set_limits")  # about the kinds table's cursor
-
-
-def control_text(w: WorkerRow) -> str:
-    """What an operator asked of the worker and whether it has acted on it; empty: nothing.
-
-    The request (`control`) is written by the operator, what is done (`control_applied`) by
-    the worker once it has seen it; until then the row says "asked"."""
-    if w.control_applied == "stop":
-        return "stopping"
-    if w.control == "stop":
-        return "stop asked"
-    if w.control == "quiet":
-        return "quiet" if w.control_applied == "quiet" else "quiet asked"
-    if w.control_applied == "quiet":  # resumed, not yet seen: it still claims nothing
-        return "resume asked"
-    return ""
 
 
 def quiet_key_action(w: WorkerRow) -> str | None:
