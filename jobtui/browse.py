@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, TypeVar
@@ -29,7 +30,7 @@ from jobtui.models import (
     JobRow,
     Page,
 )
-from jobtui.sql import queries
+from jobtui.sql import Queries, queries
 
 RowT = TypeVar("RowT", JobRow, DeadLetterRow)
 
@@ -48,21 +49,54 @@ class InvalidFilter(ValueError):
     """A filter or paging argument that cannot be applied as given."""
 
 
+PHASES = ("waiting", "running", "finished")
+_UNION = re.compile(r"__union:([a-z0-9_]+)__")
+
+
 @cache
-def statement(schema: str, name: str) -> str:
-    """Statement `name` for `schema` with the shared fragments (filters, columns) spliced in."""
+def statement(schema: str, name: str, phased: bool = False) -> str:
+    """Statement `name` for `schema` with the shared fragments (filters, columns) spliced in.
+
+    A `__union:NAME__` becomes fragment NAME once per phase of a job's life, joined by UNION
+    ALL, when `phased` (see `phased_read` and `job_phase_waiting` in common.sql), else NAME
+    once over the whole table.
+    """
     q = queries(schema)
+
+    def union(match: re.Match[str]) -> str:
+        rows = _spliced(q, q[match.group(1)])
+        if not phased:
+            return rows.replace("__job_phase__", q.job_rows)
+        return " UNION ALL ".join(
+            "(" + rows.replace("__job_phase__", q[f"job_phase_{p}"]) + ")" for p in PHASES
+        )
+
+    return _UNION.sub(union, _spliced(q, q[name])).replace("__job_rows__", q.job_rows)
+
+
+def _spliced(q: Queries, text: str) -> str:
     return (
-        q[name]
-        .replace("__cancel_picked__", q.ops_cancel_picked)  # fragments holding fragments first
+        text.replace("__cancel_picked__", q.ops_cancel_picked)  # fragments holding fragments first
         .replace("__dead_pick_batch__", q.ops_dead_pick_batch)
         .replace("__job_columns__", q.browse_job_columns)
         .replace("__dead_columns__", q.browse_dead_columns)
         .replace("__job_where__", q.browse_job_where)
         .replace("__job_text__", q.browse_job_text)
+        .replace("__kind_first__", q.browse_kind_first)
         .replace("__dead_where__", q.browse_dead_where)
         .replace("__dead_text__", q.browse_dead_text)
     )
+
+
+def phased_read(params: dict[str, Any]) -> bool:
+    """Whether a jobs read with these filter parameters goes through each phase's indexes.
+
+    Since migration 0020 the indexes by kind and the index of waiting rows in id order hold one
+    phase each (running rows are few), so a kind or a set of unfinished states is read phase by
+    phase and merged. Without either, the primary key (the newest rows of any phase), the
+    cancelled rows' index or the unique keys' indexes serve best, over the whole table.
+    """
+    return params["kind"] is not None or bool(params["pending_only"])
 
 
 def like_pattern(text: str) -> str:
@@ -190,13 +224,14 @@ async def fetch_dicts(
 ) -> list[dict[str, Any]]:
     """Run `sql` unprepared (planned with these values) and return the rows as dicts.
 
-    In a transaction of its own with `SET LOCAL jit = off`: on a large table whose visibility
-    map is stale the planner's estimates cross the JIT thresholds and compiling costs more than
-    the query (Dead letters' groups 63 -> 42 ms at 100,000 rows, benchmarks/scale.py). Per
-    transaction, so it holds behind a transaction pooler and never leaks to another client.
+    In a transaction of its own with JIT and parallel workers off (`browse_read_settings`): on a
+    large table whose visibility map is stale the planner's estimates cross the JIT thresholds
+    and compiling costs more than the query (Dead letters' groups 63 -> 42 ms at 100,000 rows,
+    benchmarks/scale.py). Per transaction, so it holds behind a transaction pooler and never
+    leaks to another client.
     """
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(queries().browse_no_jit)
+        await cur.execute(queries().browse_read_settings)
         await cur.execute(sql, params, prepare=False)
         return await cur.fetchall()
 
@@ -235,7 +270,10 @@ async def list_jobs(
     With `flt.text` the page may be short yet continue (see SEARCH_SCOPE).
     """
     params = {**job_filter_params(flt), "before": _before(before), "limit": _limit(limit)}
-    page, search = (statement(schema, n) for n in ("browse_jobs_page", "browse_jobs_search_page"))
+    page, search = (
+        statement(schema, n, phased_read(params))
+        for n in ("browse_jobs_page", "browse_jobs_search_page")
+    )
     return await _list(conn, page, search, params, job_row)
 
 
@@ -348,7 +386,8 @@ async def count_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilter)
     counted = await _counted_jobs(conn, schema, flt)
     if counted is not None:
         return counted
-    n = await _scalar(conn, statement(schema, "browse_jobs_count"), job_filter_params(flt))
+    params = job_filter_params(flt)
+    n = await _scalar(conn, statement(schema, "browse_jobs_count", phased_read(params)), params)
     return int(n or 0)
 
 
@@ -361,7 +400,8 @@ async def count_jobs_capped(
     if counted is not None:
         return CappedCount(counted, capped=False)
     params = {**job_filter_params(flt), "cap": _limit(cap)}
-    n = int(await _scalar(conn, statement(schema, "browse_jobs_count_capped"), params) or 0)
+    sql = statement(schema, "browse_jobs_count_capped", phased_read(params))
+    n = int(await _scalar(conn, sql, params) or 0)
     return CappedCount(min(n, cap), capped=n > cap)
 
 

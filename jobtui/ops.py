@@ -262,7 +262,8 @@ async def _bound(
 ) -> dict[str, Any]:
     """The upper bound (and, for dead letters, the start time `t0`) a bulk action works up to."""
     async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(statement(schema, sql_name), params, prepare=False)
+        # Unfinished jobs are read phase by phase (jobtui.browse.statement); dead letters have none.
+        await cur.execute(statement(schema, sql_name, phased=True), params, prepare=False)
         row = await cur.fetchone()
     assert row is not None
     return row
@@ -308,7 +309,9 @@ async def _batches(
     while params["bound"] is not None:
         async with conn.transaction(), conn.cursor() as cur:
             await cur.execute(
-                statement(schema, sql_name), {**params, "after": after}, prepare=False
+                statement(schema, sql_name, phased=True),
+                {**params, "after": after},
+                prepare=False,
             )
             row = await cur.fetchone()
             assert row is not None

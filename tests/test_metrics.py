@@ -248,7 +248,8 @@ async def test_rate_window_longer_than_the_history(
 
 
 def test_pending_kind_index_covers_the_counted_columns(conn: psycopg.Connection) -> None:
-    """Migrations 0003/0013: the per-kind count reads its columns from the index alone."""
+    """Migrations 0003/0013/0020: the per-kind oldest ready row reads its columns from the
+    index alone; since 0020 the index holds waiting rows only (locked_at is its predicate)."""
     row = conn.execute(
         """SELECT pg_get_indexdef(i.indexrelid)
            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -256,8 +257,8 @@ def test_pending_kind_index_covers_the_counted_columns(conn: psycopg.Connection)
     ).fetchone()
     assert row is not None
     assert (
-        "(kind, run_at) INCLUDE (attempts, max_attempts, locked_at) WHERE (finished_at IS NULL)"
-        in row[0]
+        "(kind, run_at) INCLUDE (attempts, max_attempts)"
+        " WHERE ((finished_at IS NULL) AND (locked_at IS NULL))" in row[0]
     )
 
 

@@ -12,22 +12,31 @@
 -- max_attempts: a consumer gave up on them) can never run and are in no other state.
 
 -- name: browse_job_where
-(%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+-- Over rows with a `phase` column (job_rows, job_phase_* in common.sql), so that in a read
+-- split by phase each state's test folds to a constant in the phases it cannot match. The kind
+-- is matched as a range of one value (the same rows as `=`) and readers order by it first
+-- (browse_kind_first): with `=` the planner takes the kind as fixed, an id order as good as a
+-- (kind, id) order, and walked the primary key past every newer row of other kinds.
+(%(kind)s::text IS NULL OR (j.kind >= %(kind)s::text AND j.kind <= %(kind)s::text))
 AND (%(unique_key)s::text IS NULL OR j.unique_key = %(unique_key)s::text)
-AND (NOT %(pending_only)s::boolean OR j.finished_at IS NULL)
+AND (NOT %(pending_only)s::boolean OR j.phase <> 'finished')
 AND (NOT %(cancelled_only)s::boolean OR j.cancelled_at IS NOT NULL)
 AND (NOT %(by_state)s::boolean
-     OR (%(s_ready)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+     OR (%(s_ready)s::boolean AND j.phase = 'waiting'
          AND j.run_at <= now() AND j.attempts < j.max_attempts)
-     OR (%(s_scheduled)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+     OR (%(s_scheduled)s::boolean AND j.phase = 'waiting'
          AND j.run_at > now() AND j.attempts < j.max_attempts)
-     OR (%(s_retrying)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
+     OR (%(s_retrying)s::boolean AND j.phase = 'waiting'
          AND j.attempts > 0 AND j.attempts < j.max_attempts)
-     OR (%(s_running)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NOT NULL)
-     OR (%(s_exhausted)s::boolean AND j.finished_at IS NULL AND j.locked_at IS NULL
-         AND j.attempts >= j.max_attempts)
-     OR (%(s_succeeded)s::boolean AND j.finished_at IS NOT NULL AND j.cancelled_at IS NULL)
+     OR (%(s_running)s::boolean AND j.phase = 'running')
+     OR (%(s_exhausted)s::boolean AND j.phase = 'waiting' AND j.attempts >= j.max_attempts)
+     OR (%(s_succeeded)s::boolean AND j.phase = 'finished' AND j.cancelled_at IS NULL)
      OR (%(s_cancelled)s::boolean AND j.cancelled_at IS NOT NULL))
+
+-- name: browse_kind_first
+-- A fragment: the first sort key of a jobs reader split by phase (see browse_job_where): the
+-- kind when one is asked for, else nothing (the planner folds the CASE either way).
+CASE WHEN %(kind)s::text IS NULL THEN NULL ELSE j.kind END
 
 -- name: browse_job_text
 (%(pattern)s::text IS NULL
@@ -71,12 +80,15 @@ d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at,
 d.last_error, d.errors, d.reason, d.died_at, d.error_signature, d.unique_key
 
 -- name: browse_jobs_page
+SELECT p.* FROM (__union:browse_jobs_page_rows__) p ORDER BY p.id DESC LIMIT %(limit)s
+
+-- name: browse_jobs_page_rows
 SELECT __job_columns__
-FROM __schema__.jobs j
+FROM __job_phase__ j
 WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
   AND __job_where__
   AND __job_text__
-ORDER BY j.id DESC
+ORDER BY __kind_first__ DESC, j.id DESC
 LIMIT %(limit)s
 
 -- name: browse_job_by_id
@@ -85,13 +97,19 @@ FROM __schema__.jobs j
 WHERE j.id = %(id)s
 
 -- name: browse_jobs_count
-SELECT count(*) FROM __schema__.jobs j WHERE __job_where__ AND __job_text__
+SELECT coalesce(sum(c.n), 0)::bigint AS n FROM (__union:browse_jobs_count_rows__) c
+
+-- name: browse_jobs_count_rows
+SELECT count(*) AS n FROM __job_phase__ j WHERE __job_where__ AND __job_text__
 
 -- name: browse_jobs_count_capped
 -- At most `cap` + 1 rows are read: more than `cap` shows as "10k+" (jobtui.browse).
 SELECT count(*) FROM (
-  SELECT 1 FROM __schema__.jobs j WHERE __job_where__ AND __job_text__ LIMIT %(cap)s + 1
+  SELECT 1 FROM (__union:browse_jobs_capped_rows__) u LIMIT %(cap)s + 1
 ) c
+
+-- name: browse_jobs_capped_rows
+SELECT 1 FROM __job_phase__ j WHERE __job_where__ AND __job_text__ LIMIT %(cap)s + 1
 
 -- name: browse_oldest_ready_job
 -- The ready job that has waited longest (of one kind, or of all): the console's `o`. One probe
@@ -162,13 +180,19 @@ ORDER BY g.n DESC, l.last_seen DESC, g.kind, g.error_signature
 LIMIT %(limit)s
 
 -- name: browse_kinds
--- Distinct kinds by skipping through the indexes (one probe per kind), not by reading rows.
+-- Distinct kinds by skipping through the indexes (one probe per kind), not by reading rows:
+-- waiting rows' kinds through an index by kind, running rows' (few) from jobs_running.
 WITH RECURSIVE pending AS (
-  (SELECT j.kind FROM __schema__.jobs j WHERE j.finished_at IS NULL ORDER BY j.kind LIMIT 1)
+  (SELECT j.kind FROM __schema__.jobs j WHERE j.finished_at IS NULL AND j.locked_at IS NULL
+   ORDER BY j.kind LIMIT 1)
   UNION ALL
   SELECT (SELECT j.kind FROM __schema__.jobs j
-          WHERE j.finished_at IS NULL AND j.kind > p.kind ORDER BY j.kind LIMIT 1)
+          WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.kind > p.kind
+          ORDER BY j.kind LIMIT 1)
   FROM pending p WHERE p.kind IS NOT NULL
+), running AS (
+  SELECT DISTINCT j.kind FROM __schema__.jobs j
+  WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL
 ), dead AS (
   (SELECT d.kind FROM __schema__.dead_letters d ORDER BY d.kind LIMIT 1)
   UNION ALL
@@ -177,6 +201,8 @@ WITH RECURSIVE pending AS (
   FROM dead x WHERE x.kind IS NOT NULL
 )
 SELECT kind FROM pending WHERE kind IS NOT NULL
+UNION
+SELECT kind FROM running
 UNION
 SELECT kind FROM dead WHERE kind IS NOT NULL
 UNION
@@ -207,11 +233,7 @@ LIMIT %(limit)s
 -- `scan` rows below `before` that pass the indexable filters. `scope_lo`/`scope_n` tell the
 -- caller where the scope ended, so the next page can carry on below it.
 WITH scope AS MATERIALIZED (
-  SELECT j.id, j.payload, j.last_error FROM __schema__.jobs j
-  WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
-    AND __job_where__
-  ORDER BY j.id DESC
-  LIMIT %(scan)s
+  SELECT u.* FROM (__union:browse_jobs_scope_rows__) u ORDER BY u.id DESC LIMIT %(scan)s
 ), hits AS MATERIALIZED (
   SELECT j.id FROM scope j WHERE __job_text__ ORDER BY j.id DESC LIMIT %(limit)s
 ), bounds AS (
@@ -225,6 +247,13 @@ LEFT JOIN LATERAL (
   WHERE j.id = ANY(ARRAY(SELECT id FROM hits))
 ) r ON true
 ORDER BY r.id DESC
+
+-- name: browse_jobs_scope_rows
+SELECT j.id, j.payload, j.last_error FROM __job_phase__ j
+WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
+  AND __job_where__
+ORDER BY __kind_first__ DESC, j.id DESC
+LIMIT %(scan)s
 
 -- name: browse_dead_search_page
 WITH scope AS MATERIALIZED (
@@ -250,9 +279,15 @@ ORDER BY r.id DESC
 -- name: browse_paused_kinds
 SELECT p.kind, p.paused_by, p.paused_at FROM __schema__.paused_kinds p ORDER BY p.kind
 
--- name: browse_no_jit
--- Run first in each browse read's own transaction (jobtui.browse.fetch_dicts says why).
-SET LOCAL jit = off
+-- name: browse_read_settings
+-- Run first in each browse read's own transaction (jobtui.browse.fetch_dicts says why): no JIT;
+-- no parallel workers, whose start-up costs a read of a few index entries more than the read
+-- (a phase-split page's running branch: 16 ms in workers against 0.2 ms without); and random
+-- page reads costed as on an SSD or from cache (1.1, PostgreSQL's default of 4 is for spinning
+-- disks), so that a page of a kind's ready jobs walks that kind's index instead of every
+-- waiting row in id order (2.3 ms against 53 ms at 200,000 waiting rows, benchmarks/scale.py).
+SELECT set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
+       set_config('random_page_cost', '1.1', true)
 
 -- name: browse_statement_timeout
 -- The console's session limit on every statement (jobtui.tui.connection.Link), set once per

@@ -13,21 +13,34 @@ WHERE s.kind = %(kind)s AND s.minute >= %(since)s
 
 -- name: kind_row_max_attempts
 -- The max_attempts the kind's unfinished rows carry (the handler's, when it declares one,
--- overrides them), from the covering jobs_pending_kind index.
-SELECT min(j.max_attempts) AS low, max(j.max_attempts) AS high
-FROM __schema__.jobs j
-WHERE j.finished_at IS NULL AND j.kind = %(kind)s
+-- overrides them): waiting rows from the covering jobs_pending_kind index, running ones (few)
+-- from jobs_running (since migration 0020 no index holds both).
+SELECT min(u.max_attempts) AS low, max(u.max_attempts) AS high
+FROM (SELECT j.max_attempts FROM __schema__.jobs j
+      WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.kind = %(kind)s
+      UNION ALL
+      SELECT j.max_attempts FROM __schema__.jobs j
+      WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL AND j.kind = %(kind)s) u
 
 -- name: kind_depth_changes
 -- How the kind's unfinished count changed, per minute since %(since)s: +1 when a row was
 -- created, -1 when it finished (done or cancelled, in jobs) or died (into dead_letters). The
--- caller walks back from the count now (metrics_state_counts). Rows pruned since %(since)s are missing, so the depth
--- before a prune reads lower than it was. Reads the kind's rows in jobs (jobs_kind_id) and its
--- dead letters that died since %(since)s (dead_letters_died).
+-- caller walks back from the count now (metrics_state_counts). Rows pruned since %(since)s are
+-- missing, so the depth before a prune reads lower than it was. Reads the kind's waiting rows
+-- (jobs_waiting_kind_id), its running ones (jobs_running), the rows finished since %(since)s
+-- (jobs_finished) and the dead letters that died since then (dead_letters_died).
 WITH r AS (
-  SELECT j.created_at, j.finished_at AS left_at
+  SELECT j.created_at, NULL::timestamptz AS left_at
   FROM __schema__.jobs j
-  WHERE j.kind = %(kind)s AND (j.finished_at IS NULL OR j.finished_at >= %(since)s)
+  WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.kind = %(kind)s
+  UNION ALL
+  SELECT j.created_at, NULL
+  FROM __schema__.jobs j
+  WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL AND j.kind = %(kind)s
+  UNION ALL
+  SELECT j.created_at, j.finished_at
+  FROM __schema__.jobs j
+  WHERE j.finished_at >= %(since)s AND j.kind = %(kind)s
   UNION ALL
   SELECT d.created_at, d.died_at
   FROM __schema__.dead_letters d
@@ -58,9 +71,13 @@ LIMIT %(limit)s
 -- error's first line, most first; `last_at` is the latest of their next runs.
 SELECT left(split_part(j.last_error, E'\n', 1), 300) AS signature, count(*) AS n,
        max(j.run_at) AS last_at
-FROM __schema__.jobs j
-WHERE j.finished_at IS NULL AND j.kind = %(kind)s AND j.attempts > 0
-  AND j.last_error IS NOT NULL
+FROM (SELECT x.last_error, x.run_at FROM __schema__.jobs x
+      WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.kind = %(kind)s
+        AND x.attempts > 0 AND x.last_error IS NOT NULL
+      UNION ALL
+      SELECT x.last_error, x.run_at FROM __schema__.jobs x
+      WHERE x.finished_at IS NULL AND x.locked_at IS NOT NULL AND x.kind = %(kind)s
+        AND x.attempts > 0 AND x.last_error IS NOT NULL) j
 GROUP BY 1
 ORDER BY n DESC, last_at DESC
 LIMIT %(limit)s

@@ -88,24 +88,42 @@ WITH pick AS MATERIALIZED (
 __cancel_picked__
 
 -- name: ops_jobs_bound
-SELECT max(j.id) AS bound
-FROM __schema__.jobs j
-WHERE j.finished_at IS NULL AND __job_where__ AND __job_text__
+-- The newest unfinished job matching the filter: the upper bound of a bulk cancel. Unfinished
+-- rows are read phase by phase (job_phase_waiting in common.sql).
+SELECT max(b.id) AS bound FROM (__union:ops_jobs_bound_rows__) b
+
+-- name: ops_jobs_bound_rows
+SELECT j.id FROM __job_phase__ j
+WHERE j.phase <> 'finished' AND __job_where__ AND __job_text__
+ORDER BY __kind_first__ DESC, j.id DESC
+LIMIT 1
 
 -- name: ops_cancel_batch
-WITH pick AS MATERIALIZED (
-  SELECT j.id FROM __schema__.jobs j
-  WHERE j.id > %(after)s AND j.id <= %(bound)s AND j.finished_at IS NULL
+-- The next `batch` unfinished matching rows above `after`, found phase by phase, then locked
+-- by id, each tested again on its latest version (a row claimed or finished since it was found
+-- is judged as it is now). `last_id` is the last row found, locked or not, so a row another
+-- session holds is passed over, as SKIP LOCKED always did.
+WITH found AS MATERIALIZED (
+  SELECT f.id FROM (__union:ops_cancel_found_rows__) f ORDER BY f.id LIMIT %(batch)s
+), pick AS MATERIALIZED (
+  SELECT j.id FROM __job_rows__ j
+  WHERE j.id = ANY(ARRAY(SELECT id FROM found)) AND j.phase <> 'finished'
     AND __job_where__ AND __job_text__
   ORDER BY j.id
-  LIMIT %(batch)s
   FOR UPDATE SKIP LOCKED
 ), done AS (
   __cancel_picked__
 )
-SELECT (SELECT max(id) FROM pick) AS last_id,
+SELECT (SELECT max(id) FROM found) AS last_id,
        coalesce((SELECT array_agg(id ORDER BY id) FROM done), '{}') AS ids,
        (SELECT count(*) FROM done WHERE running) AS running
+
+-- name: ops_cancel_found_rows
+SELECT j.id FROM __job_phase__ j
+WHERE j.id > %(after)s AND j.id <= %(bound)s AND j.phase <> 'finished'
+  AND __job_where__ AND __job_text__
+ORDER BY __kind_first__, j.id
+LIMIT %(batch)s
 
 -- name: ops_run_now
 -- Only rows still waiting for a future time: a due row keeps its place in the queue.

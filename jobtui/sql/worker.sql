@@ -389,21 +389,25 @@ SET done = s.done + EXCLUDED.done,
 
 -- name: worker_queue_sample
 -- One sample of the queue per minute, by whichever worker gets there first. Counts come from
--- pending rows only (the partial index jobs_pending); the NOT EXISTS is checked once, so
--- later workers in the same minute do not count at all.
+-- unfinished rows only: waiting ones through jobs_pending_kind (its INCLUDE columns), running
+-- ones (few) through jobs_running; the NOT EXISTS is checked once, so later workers in the
+-- same minute do not count at all.
 INSERT INTO __schema__.queue_samples
   (minute, ready, scheduled, running, retrying, dead, oldest_ready_age_s)
 SELECT date_trunc('minute', now()),
-       count(*) FILTER (WHERE j.locked_at IS NULL AND j.run_at <= now()),
-       count(*) FILTER (WHERE j.locked_at IS NULL AND j.run_at > now()),
-       count(*) FILTER (WHERE j.locked_at IS NOT NULL),
-       count(*) FILTER (WHERE j.locked_at IS NULL AND j.attempts > 0),
+       count(*) FILTER (WHERE u.waiting AND u.run_at <= now()),
+       count(*) FILTER (WHERE u.waiting AND u.run_at > now()),
+       count(*) FILTER (WHERE NOT u.waiting),
+       count(*) FILTER (WHERE u.waiting AND u.attempts > 0),
        (SELECT count(*) FROM __schema__.dead_letters),
-       extract(epoch FROM now() - min(j.run_at) FILTER (
-         WHERE j.locked_at IS NULL AND j.run_at <= now()))::float8
-FROM __schema__.jobs j
-WHERE j.finished_at IS NULL
-  AND NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
+       extract(epoch FROM now() - min(u.run_at) FILTER (
+         WHERE u.waiting AND u.run_at <= now()))::float8
+FROM (SELECT true AS waiting, j.run_at, j.attempts FROM __schema__.jobs j
+      WHERE j.finished_at IS NULL AND j.locked_at IS NULL
+      UNION ALL
+      SELECT false, j.run_at, j.attempts FROM __schema__.jobs j
+      WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL) u
+WHERE NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
                   WHERE q.minute = date_trunc('minute', now()))
 HAVING NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
                    WHERE q.minute = date_trunc('minute', now()))
