@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,10 @@ class System:
     def wait_ready(self, dsn: str, procs: Sequence[Proc], timeout: float = 60) -> None:
         raise NotImplementedError
 
-    def release(self, conn: psycopg.Connection) -> None:
+    def release(self, conn: psycopg.Connection, before_commit: Callable[[], None]) -> None:
+        """Make every loaded job due now and wake the workers, in one transaction;
+        `before_commit` runs in it just before the commit (the drain's CPU window starts there,
+        so the UPDATE of the whole backlog, set-up rather than the drain, is not counted)."""
         raise NotImplementedError
 
     def unfinished_sql(self) -> str:
@@ -168,13 +171,14 @@ class Jobtui(System):
 
             wait_for(ready, timeout, "jobtui workers heartbeat and listen", procs=procs)
 
-    def release(self, conn: psycopg.Connection) -> None:
+    def release(self, conn: psycopg.Connection, before_commit: Callable[[], None]) -> None:
         from jobtui.sql import notify_channel
 
         with conn.transaction():
             conn.execute("UPDATE jobs SET run_at = now() WHERE finished_at IS NULL")
             conn.execute("ANALYZE jobs")  # see the module docstring
             conn.execute("SELECT pg_notify(%s, 'noop')", (notify_channel(SCHEMA),))
+            before_commit()
 
     def unfinished_sql(self) -> str:
         return "SELECT count(*) FROM jobs WHERE finished_at IS NULL"
@@ -290,7 +294,7 @@ class PgQueuer(System):
             procs=procs,
         )
 
-    def release(self, conn: psycopg.Connection) -> None:
+    def release(self, conn: psycopg.Connection, before_commit: Callable[[], None]) -> None:
         from pgqueuer.domain.settings import db_settings
 
         channel = db_settings().channel
@@ -305,6 +309,7 @@ class PgQueuer(System):
                 "'type', 'table_changed_event')::text)",
                 {"ch": channel},
             )
+            before_commit()
 
     def unfinished_sql(self) -> str:
         return "SELECT count(*) FROM pgqueuer"
@@ -391,7 +396,7 @@ class Procrastinate(System):
 
             wait_for(ready, timeout, "procrastinate workers register and listen", procs=procs)
 
-    def release(self, conn: psycopg.Connection) -> None:
+    def release(self, conn: psycopg.Connection, before_commit: Callable[[], None]) -> None:
         with conn.transaction():
             conn.execute("UPDATE procrastinate_jobs SET scheduled_at = now() WHERE status = 'todo'")
             conn.execute("ANALYZE procrastinate_jobs")  # see the module docstring
@@ -400,6 +405,7 @@ class Procrastinate(System):
                 "SELECT pg_notify('procrastinate_any_queue_v1', "
                 "json_build_object('type', 'job_inserted', 'job_id', 0)::text)"
             )
+            before_commit()
 
     def settings(self) -> dict[str, Any]:
         return {
