@@ -91,12 +91,15 @@ def _spliced(q: Queries, text: str) -> str:
 def phased_read(params: dict[str, Any]) -> bool:
     """Whether a jobs read with these filter parameters goes through each phase's indexes.
 
-    Since migration 0020 the indexes by kind and the index of waiting rows in id order hold one
-    phase each (running rows are few), so a kind or a set of unfinished states is read phase by
-    phase and merged. Without either, the primary key (the newest rows of any phase), the
-    cancelled rows' index or the unique keys' indexes serve best, over the whole table.
+    Since migration 0020 the indexes by kind, of waiting rows in id order and of running rows
+    hold one phase each, so a kind or a state set is read phase by phase and merged: each
+    state's test folds away in the phases it cannot match. A set with succeeded jobs but no kind
+    is not: the only index of finished rows in id order is the primary key, which serves the
+    newest rows of every phase as well, and neither does no filter at all.
     """
-    return params["kind"] is not None or bool(params["pending_only"])
+    if params["kind"] is not None:
+        return True
+    return bool(params["by_state"]) and not params["s_succeeded"]
 
 
 def like_pattern(text: str) -> str:
@@ -220,24 +223,27 @@ def _record(cls: type[RowT], r: dict[str, Any]) -> RowT:
 
 
 async def fetch_dicts(
-    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]
+    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any], *, serial: bool = False
 ) -> list[dict[str, Any]]:
     """Run `sql` unprepared (planned with these values) and return the rows as dicts.
 
-    In a transaction of its own with JIT and parallel workers off (`browse_read_settings`): on a
-    large table whose visibility map is stale the planner's estimates cross the JIT thresholds
-    and compiling costs more than the query (Dead letters' groups 63 -> 42 ms at 100,000 rows,
-    benchmarks/scale.py). Per transaction, so it holds behind a transaction pooler and never
-    leaks to another client.
+    In a transaction of its own with JIT off (`browse_read_settings`): on a large table whose
+    visibility map is stale the planner's estimates cross the JIT thresholds and compiling costs
+    more than the query (Dead letters' groups 63 -> 42 ms at 100,000 rows, benchmarks/scale.py).
+    With `serial` (a read split by phase: a few index entries per phase) no parallel workers
+    either; a read of the whole table (a text count) keeps them. Per transaction, so it holds
+    behind a transaction pooler and never leaks to another client.
     """
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(queries().browse_read_settings)
+        await cur.execute(queries().browse_read_settings, {"serial": serial})
         await cur.execute(sql, params, prepare=False)
         return await cur.fetchall()
 
 
-async def _scalar(conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any]) -> Any:
-    rows = await fetch_dicts(conn, sql, params)
+async def _scalar(
+    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any], *, serial: bool = False
+) -> Any:
+    rows = await fetch_dicts(conn, sql, params, serial=serial)
     return None if not rows else next(iter(rows[0].values()))
 
 
@@ -246,10 +252,15 @@ def _page(rows: list[Any], limit: int) -> Page[Any]:
 
 
 async def _search(
-    conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any], limit: int
+    conn: psycopg.AsyncConnection,
+    sql: str,
+    params: dict[str, Any],
+    limit: int,
+    *,
+    serial: bool = False,
 ) -> tuple[list[dict[str, Any]], int | None]:
     """Rows of a bounded-scope search and where the next page should continue (or None)."""
-    rows = await fetch_dicts(conn, sql, {**params, "scan": SEARCH_SCOPE})
+    rows = await fetch_dicts(conn, sql, {**params, "scan": SEARCH_SCOPE}, serial=serial)
     found = [r for r in rows if r["id"] is not None]
     if len(found) == limit:
         return found, found[-1]["id"]
@@ -274,7 +285,7 @@ async def list_jobs(
         statement(schema, n, phased_read(params))
         for n in ("browse_jobs_page", "browse_jobs_search_page")
     )
-    return await _list(conn, page, search, params, job_row)
+    return await _list(conn, page, search, params, job_row, serial=phased_read(params))
 
 
 async def get_job(conn: psycopg.AsyncConnection, schema: str, job_id: int) -> JobRow | None:
@@ -312,13 +323,16 @@ async def _list(
     search_sql: str,
     params: dict[str, Any],
     to_row: Callable[[dict[str, Any]], RowT],
+    *,
+    serial: bool = False,
 ) -> Page[RowT]:
-    """A keyset page (`page_sql`), or a bounded search (`search_sql`) when text is sought."""
+    """A keyset page (`page_sql`), or a bounded search (`search_sql`) when text is sought;
+    `serial` for a read split by phase (see fetch_dicts)."""
     limit = params["limit"]
     if params["pattern"] is not None:
-        found, nxt = await _search(conn, search_sql, params, limit)
+        found, nxt = await _search(conn, search_sql, params, limit, serial=serial)
         return Page(rows=[to_row(r) for r in found], next_before=nxt)
-    rows = await fetch_dicts(conn, page_sql, params)
+    rows = await fetch_dicts(conn, page_sql, params, serial=serial)
     return _page([to_row(r) for r in rows], limit)
 
 
@@ -387,7 +401,8 @@ async def count_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilter)
     if counted is not None:
         return counted
     params = job_filter_params(flt)
-    n = await _scalar(conn, statement(schema, "browse_jobs_count", phased_read(params)), params)
+    phased = phased_read(params)
+    n = await _scalar(conn, statement(schema, "browse_jobs_count", phased), params, serial=phased)
     return int(n or 0)
 
 
@@ -401,7 +416,7 @@ async def count_jobs_capped(
         return CappedCount(counted, capped=False)
     params = {**job_filter_params(flt), "cap": _limit(cap)}
     sql = statement(schema, "browse_jobs_count_capped", phased_read(params))
-    n = int(await _scalar(conn, sql, params) or 0)
+    n = int(await _scalar(conn, sql, params, serial=phased_read(params)) or 0)
     return CappedCount(min(n, cap), capped=n > cap)
 
 

@@ -36,7 +36,7 @@ from jobtui.browse import (
     statement,
 )
 from jobtui.models import DeadFilter, JobFilter, RequeueOutcome
-from jobtui.sql import notify_channel
+from jobtui.sql import notify_channel, queries
 
 Progress = Callable[[int], None]
 # An action on one named thing (a kind, a schedule): returns 1 if it changed, 0 if not.
@@ -261,8 +261,10 @@ async def _bound(
     conn: psycopg.AsyncConnection, schema: str, sql_name: str, params: dict[str, Any]
 ) -> dict[str, Any]:
     """The upper bound (and, for dead letters, the start time `t0`) a bulk action works up to."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        # Unfinished jobs are read phase by phase (jobtui.browse.statement); dead letters have none.
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        # Unfinished jobs are read phase by phase (jobtui.browse.statement), with the settings
+        # of a browse read split by phase; dead letters have no phases.
+        await cur.execute(queries(schema).browse_read_settings, {"serial": True})
         await cur.execute(statement(schema, sql_name, phased=True), params, prepare=False)
         row = await cur.fetchone()
     assert row is not None
@@ -308,6 +310,7 @@ async def _batches(
     total, after = 0, -(2**63)
     while params["bound"] is not None:
         async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(queries(schema).browse_read_settings, {"serial": True})
             await cur.execute(
                 statement(schema, sql_name, phased=True),
                 {**params, "after": after},

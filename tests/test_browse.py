@@ -490,7 +490,7 @@ async def test_page_queries_use_their_indexes(
     conn.execute("VACUUM ANALYZE dead_letters")
 
     def plan(name: str, params: dict[str, object], phased: bool = False) -> str:
-        conn.execute(queries(S).browse_read_settings)  # as fetch_dicts runs every read
+        conn.execute(queries(S).browse_read_settings, {"serial": phased})  # as fetch_dicts does
         rows = conn.execute(
             "EXPLAIN " + browse.statement(S, name, phased), params, prepare=False
         ).fetchall()

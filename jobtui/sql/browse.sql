@@ -19,18 +19,18 @@
 -- (kind, id) order, and walked the primary key past every newer row of other kinds.
 (%(kind)s::text IS NULL OR (j.kind >= %(kind)s::text AND j.kind <= %(kind)s::text))
 AND (%(unique_key)s::text IS NULL OR j.unique_key = %(unique_key)s::text)
-AND (NOT %(pending_only)s::boolean OR j.phase <> 'finished')
+AND (NOT %(pending_only)s::boolean OR j.jobtui_phase <> 'finished')
 AND (NOT %(cancelled_only)s::boolean OR j.cancelled_at IS NOT NULL)
 AND (NOT %(by_state)s::boolean
-     OR (%(s_ready)s::boolean AND j.phase = 'waiting'
+     OR (%(s_ready)s::boolean AND j.jobtui_phase = 'waiting'
          AND j.run_at <= now() AND j.attempts < j.max_attempts)
-     OR (%(s_scheduled)s::boolean AND j.phase = 'waiting'
+     OR (%(s_scheduled)s::boolean AND j.jobtui_phase = 'waiting'
          AND j.run_at > now() AND j.attempts < j.max_attempts)
-     OR (%(s_retrying)s::boolean AND j.phase = 'waiting'
+     OR (%(s_retrying)s::boolean AND j.jobtui_phase = 'waiting'
          AND j.attempts > 0 AND j.attempts < j.max_attempts)
-     OR (%(s_running)s::boolean AND j.phase = 'running')
-     OR (%(s_exhausted)s::boolean AND j.phase = 'waiting' AND j.attempts >= j.max_attempts)
-     OR (%(s_succeeded)s::boolean AND j.phase = 'finished' AND j.cancelled_at IS NULL)
+     OR (%(s_running)s::boolean AND j.jobtui_phase = 'running')
+     OR (%(s_exhausted)s::boolean AND j.jobtui_phase = 'waiting' AND j.attempts >= j.max_attempts)
+     OR (%(s_succeeded)s::boolean AND j.jobtui_phase = 'finished' AND j.cancelled_at IS NULL)
      OR (%(s_cancelled)s::boolean AND j.cancelled_at IS NOT NULL))
 
 -- name: browse_kind_first
@@ -281,13 +281,15 @@ SELECT p.kind, p.paused_by, p.paused_at FROM __schema__.paused_kinds p ORDER BY 
 
 -- name: browse_read_settings
 -- Run first in each browse read's own transaction (jobtui.browse.fetch_dicts says why): no JIT;
--- no parallel workers, whose start-up costs a read of a few index entries more than the read
--- (a phase-split page's running branch: 16 ms in workers against 0.2 ms without); and random
--- page reads costed as on an SSD or from cache (1.1, PostgreSQL's default of 4 is for spinning
--- disks), so that a page of a kind's ready jobs walks that kind's index instead of every
--- waiting row in id order (2.3 ms against 53 ms at 200,000 waiting rows, benchmarks/scale.py).
-SELECT set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true),
-       set_config('random_page_cost', '1.1', true)
+-- random page reads costed as on an SSD or from cache (1.1; PostgreSQL's default of 4 is for
+-- spinning disks), so that a page of a kind's ready jobs walks that kind's index instead of
+-- every waiting row in id order (2.3 ms against 53 ms at 200,000 waiting rows,
+-- benchmarks/scale.py); and, with `serial` (a read split by phase), no parallel workers: their
+-- start-up costs more than reading a few index entries (16 ms against 0.2 ms for a page's
+-- running rows), and a phase the filter rules out was still planned as a parallel scan.
+SELECT set_config('jit', 'off', true), set_config('random_page_cost', '1.1', true),
+       CASE WHEN %(serial)s::boolean
+            THEN set_config('max_parallel_workers_per_gather', '0', true) END
 
 -- name: browse_statement_timeout
 -- The console's session limit on every statement (jobtui.tui.connection.Link), set once per

@@ -94,7 +94,7 @@ SELECT max(b.id) AS bound FROM (__union:ops_jobs_bound_rows__) b
 
 -- name: ops_jobs_bound_rows
 SELECT j.id FROM __job_phase__ j
-WHERE j.phase <> 'finished' AND __job_where__ AND __job_text__
+WHERE j.jobtui_phase <> 'finished' AND __job_where__ AND __job_text__
 ORDER BY __kind_first__ DESC, j.id DESC
 LIMIT 1
 
@@ -107,7 +107,7 @@ WITH found AS MATERIALIZED (
   SELECT f.id FROM (__union:ops_cancel_found_rows__) f ORDER BY f.id LIMIT %(batch)s
 ), pick AS MATERIALIZED (
   SELECT j.id FROM __job_rows__ j
-  WHERE j.id = ANY(ARRAY(SELECT id FROM found)) AND j.phase <> 'finished'
+  WHERE j.id = ANY(ARRAY(SELECT id FROM found)) AND j.jobtui_phase <> 'finished'
     AND __job_where__ AND __job_text__
   ORDER BY j.id
   FOR UPDATE SKIP LOCKED
@@ -120,7 +120,7 @@ SELECT (SELECT max(id) FROM found) AS last_id,
 
 -- name: ops_cancel_found_rows
 SELECT j.id FROM __job_phase__ j
-WHERE j.id > %(after)s AND j.id <= %(bound)s AND j.phase <> 'finished'
+WHERE j.id > %(after)s AND j.id <= %(bound)s AND j.jobtui_phase <> 'finished'
   AND __job_where__ AND __job_text__
 ORDER BY __kind_first__, j.id
 LIMIT %(batch)s
