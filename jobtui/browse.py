@@ -82,7 +82,8 @@ def _spliced(q: Queries, text: str) -> str:
         .replace("__dead_columns__", q.browse_dead_columns)
         .replace("__job_where__", q.browse_job_where)
         .replace("__job_text__", q.browse_job_text)
-        .replace("__kind_first__", q.browse_kind_first)
+        .replace("__filter_order_desc__", q.browse_filter_order.replace("__dir__", "DESC"))
+        .replace("__filter_order_asc__", q.browse_filter_order.replace("__dir__", "ASC"))
         .replace("__dead_where__", q.browse_dead_where)
         .replace("__dead_text__", q.browse_dead_text)
     )
@@ -92,13 +93,14 @@ def phased_read(params: dict[str, Any]) -> bool:
     """Whether a jobs read with these filter parameters goes through each phase's indexes.
 
     Since migration 0020 the indexes by kind, of waiting rows in id order and of running rows
-    hold one phase each, so a kind or a state set is read phase by phase and merged: each
+    hold one phase each (the unique keys' two indexes: unfinished and finished rows), so a kind,
+    a unique key or a state set is read phase by phase and merged: each
     state's test folds away in the phases it cannot match. A set with succeeded jobs but no kind
     is not: the only index of finished rows in id order is the primary key, which serves the
     newest rows of every phase as well, and neither does no filter at all.
     """
-    if params["kind"] is not None:
-        return True
+    if params["kind"] is not None or params["unique_key"] is not None:
+        return True  # each phase has an index by kind, and one by unique key
     return bool(params["by_state"]) and not params["s_succeeded"]
 
 

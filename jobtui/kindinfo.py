@@ -140,6 +140,7 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
     q = queries(schema)
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(q.metrics_snapshot_transaction)
+        await cur.execute(q.metrics_no_parallel_workers)  # its running rows: a few index entries
         await cur.execute(q.metrics_no_jit)
         await cur.execute(q.kind_clock)
         clock = await cur.fetchone()

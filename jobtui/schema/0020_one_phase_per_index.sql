@@ -16,12 +16,15 @@
 -- plus jobs_pkey for every version: twelve entries a job, two of them at the claim. Running rows
 -- are few (the workers' slots), so what needs them by id or by kind sorts that small set.
 -- Readers that span phases (a kind's rows in every state, the unfinished rows in id order) read
--- each phase through its own index and merge them (jobtui.sql's `__job_phases__`, see
--- browse.sql). Measured before/after on 20,000 no-op jobs, 2 worker processes (issue 14's note).
+-- each phase through its own index and merge them (`__union:NAME__` over `job_phase_*`, see
+-- sql/common.sql). Measured before/after on 20,000 no-op jobs, 2 worker processes (issue 14's
+-- note).
 --
--- Locks: the new indexes are built first, under the SHARE lock CREATE INDEX takes (reads go on,
--- writes wait for the builds); the old ones are dropped last, so the ACCESS EXCLUSIVE lock
--- DROP INDEX takes is held only from there to the commit.
+-- Locks: DROP INDEX needs ACCESS EXCLUSIVE on `jobs`, so it is taken first, before the builds:
+-- a try of migrate that cannot get it (a long transaction has read `jobs`) gives up within its
+-- lock timeout having built nothing, instead of holding writers for the builds and then
+-- failing. Reads and writes of `jobs` wait for the builds (about 1-2 s per million rows).
+LOCK TABLE __schema__.jobs IN ACCESS EXCLUSIVE MODE;
 CREATE INDEX jobs_waiting_id ON __schema__.jobs (id)
   WHERE finished_at IS NULL AND locked_at IS NULL;
 CREATE INDEX jobs_waiting_kind_id ON __schema__.jobs (kind, id)

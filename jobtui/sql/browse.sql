@@ -14,11 +14,12 @@
 -- name: browse_job_where
 -- Over rows with a `phase` column (job_rows, job_phase_* in common.sql), so that in a read
 -- split by phase each state's test folds to a constant in the phases it cannot match. The kind
--- is matched as a range of one value (the same rows as `=`) and readers order by it first
--- (browse_kind_first): with `=` the planner takes the kind as fixed, an id order as good as a
--- (kind, id) order, and walked the primary key past every newer row of other kinds.
+-- and the unique key are matched as ranges of one value (the same rows as `=`) and readers
+-- order by them first (browse_filter_order): with `=` the planner takes them as fixed, an id
+-- order as good as any, and walked the primary key past every newer row of other kinds.
 (%(kind)s::text IS NULL OR (j.kind >= %(kind)s::text AND j.kind <= %(kind)s::text))
-AND (%(unique_key)s::text IS NULL OR j.unique_key = %(unique_key)s::text)
+AND (%(unique_key)s::text IS NULL
+     OR (j.unique_key >= %(unique_key)s::text AND j.unique_key <= %(unique_key)s::text))
 AND (NOT %(pending_only)s::boolean OR j.jobtui_phase <> 'finished')
 AND (NOT %(cancelled_only)s::boolean OR j.cancelled_at IS NOT NULL)
 AND (NOT %(by_state)s::boolean
@@ -33,10 +34,16 @@ AND (NOT %(by_state)s::boolean
      OR (%(s_succeeded)s::boolean AND j.jobtui_phase = 'finished' AND j.cancelled_at IS NULL)
      OR (%(s_cancelled)s::boolean AND j.cancelled_at IS NOT NULL))
 
--- name: browse_kind_first
--- A fragment: the first sort key of a jobs reader split by phase (see browse_job_where): the
--- kind when one is asked for, else nothing (the planner folds the CASE either way).
-CASE WHEN %(kind)s::text IS NULL THEN NULL ELSE j.kind END
+-- name: browse_filter_order
+-- A fragment: the sort keys of a jobs reader split by phase (see browse_job_where), `__dir__`
+-- being DESC or ASC: the kind and the unique key when asked for, else nothing (the planner folds
+-- each CASE either way), then the id. Ordered by the kind, a phase's rows come from its index by
+-- (kind, id); ordered by the key (no index leads with it), the rows holding it are fetched
+-- through a unique-key index and sorted, instead of walking every waiting row newest first in
+-- the hope of meeting one (250,000 rows for a key nobody waiting holds).
+CASE WHEN %(kind)s::text IS NULL THEN NULL ELSE j.kind END __dir__,
+CASE WHEN %(unique_key)s::text IS NULL THEN NULL ELSE j.unique_key END __dir__,
+j.id __dir__
 
 -- name: browse_job_text
 (%(pattern)s::text IS NULL
@@ -88,7 +95,7 @@ FROM __job_phase__ j
 WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
   AND __job_where__
   AND __job_text__
-ORDER BY __kind_first__ DESC, j.id DESC
+ORDER BY __filter_order_desc__
 LIMIT %(limit)s
 
 -- name: browse_job_by_id
@@ -252,7 +259,7 @@ ORDER BY r.id DESC
 SELECT j.id, j.payload, j.last_error FROM __job_phase__ j
 WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
   AND __job_where__
-ORDER BY __kind_first__ DESC, j.id DESC
+ORDER BY __filter_order_desc__
 LIMIT %(scan)s
 
 -- name: browse_dead_search_page

@@ -95,7 +95,7 @@ SELECT max(b.id) AS bound FROM (__union:ops_jobs_bound_rows__) b
 -- name: ops_jobs_bound_rows
 SELECT j.id FROM __job_phase__ j
 WHERE j.jobtui_phase <> 'finished' AND __job_where__ AND __job_text__
-ORDER BY __kind_first__ DESC, j.id DESC
+ORDER BY __filter_order_desc__
 LIMIT 1
 
 -- name: ops_cancel_batch
@@ -122,7 +122,7 @@ SELECT (SELECT max(id) FROM found) AS last_id,
 SELECT j.id FROM __job_phase__ j
 WHERE j.id > %(after)s AND j.id <= %(bound)s AND j.jobtui_phase <> 'finished'
   AND __job_where__ AND __job_text__
-ORDER BY __kind_first__, j.id
+ORDER BY __filter_order_asc__
 LIMIT %(batch)s
 
 -- name: ops_run_now
