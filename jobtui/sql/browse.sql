@@ -12,9 +12,9 @@
 -- max_attempts: a consumer gave up on them) can never run and are in no other state.
 
 -- name: browse_job_where
--- Over rows with a `phase` column (job_rows, job_phase_* in common.sql), so that in a read
--- split by phase each state's test folds to a constant in the phases it cannot match. The kind
--- and the unique key are matched as ranges of one value (the same rows as `=`) and readers
+-- Over rows with a `jobtui_phase` column (job_rows, job_phase_* in common.sql), so that in a
+-- read split by phase each state's test folds to a constant in the phases it cannot match. The
+-- kind and the unique key are matched as ranges of one value (the same rows as `=`) and readers
 -- order by them first (browse_filter_order): with `=` the planner takes them as fixed, an id
 -- order as good as any, and walked the primary key past every newer row of other kinds.
 (%(kind)s::text IS NULL OR (j.kind >= %(kind)s::text AND j.kind <= %(kind)s::text))

@@ -11,8 +11,9 @@ SELECT pg_backend_pid()
 
 -- name: job_phase_waiting
 -- Fragments, not statements: the rows of `jobs` in one phase of a job's life, with the phase as
--- a constant `jobtui_phase` column (prefixed: an application's own `jobs` may have a `phase`). Since migration 0020 each index on `jobs` holds the rows of one
--- phase (waiting, running, finished), so a reader whose rows span phases (a kind's rows in every
+-- a constant `jobtui_phase` column (prefixed: an application's own `jobs` may have a `phase`).
+-- Since migration 0020 each index on `jobs` holds the rows of one phase (waiting, running,
+-- finished), so a reader whose rows span phases (a kind's rows in every
 -- state, the unfinished rows in id order) is written once over `__job_phase__` and run once per
 -- phase, each run with its own ORDER BY and LIMIT on that phase's index, and the runs merged:
 -- a `__union:NAME__` in a statement is fragment NAME once per phase, joined by UNION ALL
