@@ -10,10 +10,12 @@ BINDINGS (app-wide):
     q           quit
 
 The refresh loop is poll → render → schedule the next poll; it never starts while one runs
-and skips the database while a modal or the detail screen is open. Panes and screens ask for
-writes, exports and navigation with the messages of `jobtui.tui.host`; every write goes through
-`jobtui.ops` in the one `WriteController`, after a confirmation that names the count, and its
-outcome comes back as a message handled below (`on_write_controller_*`).
+and skips the database while a modal or the detail screen is open. Python's cycle collector
+walks the whole heap only while no key is waited for (`Collector`, told of every key here).
+Panes and screens ask for writes, exports and navigation with the messages of
+`jobtui.tui.host`; every write goes through `jobtui.ops` in the one `WriteController`, after a
+confirmation that names the count, and its outcome comes back as a message handled below
+(`on_write_controller_*`).
 
 Enter on a kind opens its screen (jobtui.tui.screens.kind), whose keys lead to the kind's jobs
 or dead letters; the Workers tab's quiet/resume/stop (`WorkerControlAsked`) is confirmed here
@@ -32,7 +34,7 @@ from typing import Any, ClassVar
 
 from psycopg import errors as pgerrors
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -46,6 +48,7 @@ from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
+from jobtui.tui.collector import Collector
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import FilterError, parse_dead_filter, parse_job_filter
@@ -201,6 +204,7 @@ class JobtuiApp(App[int]):
         self._held: contextlib.ExitStack | None = None  # see hold_drawing
         self._held_timer: Timer | None = None
         self.writes = WriteController(self, self.link, self.actor, lambda: self.read_only)
+        self.collector = Collector()  # full collections while nobody waits (see collector.py)
 
     # --- layout --------------------------------------------------------------------------
 
@@ -229,6 +233,7 @@ class JobtuiApp(App[int]):
             self.set_keymap(self.config.keymap)
         self.query_one(Banners).show_env(self.env, self.env_danger)
         self.set_interval(1.0, self._render_status)
+        self.set_interval(self.collector.quiet_s, self.collector.tick)
         self._render_status()
         self._open(self.opening)
         self.active_pane.focus_main()
@@ -245,6 +250,7 @@ class JobtuiApp(App[int]):
 
     async def on_unmount(self) -> None:
         self._release_drawing()
+        self.collector.release()
         await self.link.close()
 
     @property
@@ -400,6 +406,8 @@ class JobtuiApp(App[int]):
         self._render_status()
         if pane is self.active_pane:  # not a refresh of the tab left behind
             self._release_drawing()
+        if not self.collector.settled:  # start-up is over once this refresh is drawn
+            self.call_after_refresh(self.collector.settle)
         if self._again:
             self._again = False
             self._schedule(0)
@@ -448,6 +456,11 @@ class JobtuiApp(App[int]):
             self.notify("Database reachable again.", markup=False, timeout=4)
 
     # --- app actions ---------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)):
+            self.collector.input_seen()  # the operator waits for the screen: no full collection
+        await super().on_event(event)
 
     def action_tab(self, name: str) -> None:
         if len(self.screen_stack) > 1:
