@@ -6,6 +6,7 @@ checked on its own against a real PostgreSQL; benchmarks/console_scale.py times 
   collection of the console's own runs while keys come, one runs once they stop, and the
   process gets its collector back when the console closes.
 - The screens' CSS is read with the app's, so a first Enter does not restyle every widget.
+- The job detail's "why" reads run with JIT off and leave the session's setting alone.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from test_tui_console import SIZE, config, fresh, until
 from textual.screen import Screen
 
 import jobtui.tui.screens
+from jobtui import why
 from jobtui.enqueue import JobSpec, enqueue_many
 from jobtui.tui import collector
 from jobtui.tui.app import JobtuiApp
+from jobtui.tui.screens.detail import explain
 
 
 async def test_start_up_is_frozen_once_drawn_and_given_back_at_exit(dsn: str) -> None:
@@ -97,3 +100,25 @@ async def test_screens_css_is_read_with_the_app(dsn: str) -> None:
             assert isinstance(cls.CSS_PATH, str)
             path = Path(inspect.getfile(cls)).parent / cls.CSS_PATH
             assert app.stylesheet.has_source(str(path)), f"{cls.__name__}: {path} not read"
+
+
+async def test_detail_explains_with_jit_off_and_leaves_the_session_alone(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    enqueue_many(conn, [JobSpec("email.send", {"n": 1})])
+    row = conn.execute("SELECT max(id) FROM jobs").fetchone()
+    assert row is not None
+    job_id = row[0]
+    aconn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        cur = await aconn.execute("SHOW jit")
+        session = await cur.fetchone()
+        got = await explain(aconn, "public", job_id)
+        want = await why.explain(aconn, "public", job_id)
+        assert got is not None and want is not None
+        assert (got.state, got.lines(), got.position) == (want.state, want.lines(), want.position)
+        cur = await aconn.execute("SHOW jit")
+        assert await cur.fetchone() == session  # SET LOCAL: gone with its transaction
+        assert aconn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        await aconn.close()
