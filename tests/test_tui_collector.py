@@ -82,6 +82,21 @@ async def test_a_full_collection_needs_something_to_collect(dsn: str) -> None:
         assert app.collector.full_collections == ran + 1
 
 
+async def test_a_click_counts_as_waiting_a_mouse_moving_does_not(dsn: str) -> None:
+    app = JobtuiApp(dsn, "public", config=config())
+    app.collector.quiet_s = 0.3  # the tick's period too: set before the console starts
+    app.collector.min_interval_s = 0.0
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.collector.settled)
+        await pilot.pause(0.4)
+        await pilot.hover("#status")
+        gc.collect(1)
+        assert app.collector.tick() is True
+        await pilot.click("#status")
+        gc.collect(1)
+        assert app.collector.tick() is False
+
+
 async def test_screens_css_is_read_with_the_app(dsn: str) -> None:
     """A screen's CSS_PATH read at its first push re-parsed the stylesheet and restyled every
     widget: ~50 ms of the first Enter on a job at 120x40. Every screen of the console that has

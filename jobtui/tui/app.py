@@ -472,8 +472,10 @@ class JobtuiApp(App[int]):
     # --- app actions ---------------------------------------------------------------------
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, (events.Key, events.MouseDown)):
-            self.collector.input_seen()  # the operator waits for the screen: no full collection
+        # A key, a click or the wheel: the operator waits for the screen, so no full
+        # collection for a while (a mouse merely moving over the console is not counted).
+        if isinstance(event, events.InputEvent) and not isinstance(event, events.MouseMove):
+            self.collector.input_seen()
         await super().on_event(event)
 
     def action_tab(self, name: str) -> None:

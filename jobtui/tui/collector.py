@@ -17,7 +17,7 @@ So, from the first refresh drawn until the console closes (`release` undoes all 
   allocations, about two screens' worth), so the lines of a screen that is replaced mostly die
   there instead of in the oldest generation, and the oldest is collected on its own only after
   100 of those (instead of 10): a backstop for a console never left alone;
-- instead, a full collection runs once no key or click came for QUIET_S, at most every
+- instead, a full collection runs once no key, click or wheel came for QUIET_S, at most every
   MIN_INTERVAL_S, and only when something reached the oldest generation since the last one.
 
 The thresholds stay as they are on CPython 3.14 and later, whose incremental collector has no
@@ -30,7 +30,7 @@ import gc
 import sys
 import time
 
-QUIET_S = 1.0  # no key or click for this long: nobody is waiting for the screen
+QUIET_S = 1.0  # no key, click or wheel for this long: nobody is waiting for the screen
 MIN_INTERVAL_S = 15.0  # full collections at most this often (an idle console: ~0.5% of a CPU)
 MIDDLE_EVERY = 50  # young collections per middle one (CPython's default: 10)
 OLDEST_EVERY = 100  # middle collections per automatic full one (default: 10)
@@ -39,8 +39,8 @@ TUNES_THRESHOLDS = sys.implementation.name == "cpython" and sys.version_info < (
 
 class Collector:
     """The console's schedule for the cycle collector; the app calls `settle` once its first
-    data is drawn, `input_seen` on every key and click, `tick` every QUIET_S, `release` at
-    exit."""
+    data is drawn, `input_seen` on every key, click and wheel, `tick` every QUIET_S, `release`
+    at exit."""
 
     def __init__(self, *, quiet_s: float = QUIET_S, min_interval_s: float = MIN_INTERVAL_S) -> None:
         self.quiet_s = quiet_s
@@ -63,7 +63,7 @@ class Collector:
         self._last_full = time.monotonic()
 
     def input_seen(self) -> None:
-        """A key or a click: no full collection for the next QUIET_S."""
+        """A key, a click or the wheel: no full collection for the next QUIET_S."""
         self._last_input = time.monotonic()
 
     def tick(self) -> bool:
