@@ -11,12 +11,12 @@ So, from the first refresh drawn until the console closes (`release` undoes all 
 
 - what start-up built (modules, classes, CSS, every tab's widgets: ~90,000 objects that live as
   long as the console) is frozen (`gc.freeze`): no later collection walks it. Its garbage is
-  frozen with it (a few thousand objects, freed at `release`): freezing costs nothing, a
-  collection first would cost the operator's first key up to 100 ms;
+  frozen with it (a few thousand objects, collectable again after `release`): freezing costs
+  nothing, a collection first would cost the operator's first key up to 100 ms;
 - the middle generation is collected every 50 young collections instead of 10 (every ~35,000
-  allocations, about two screens' worth), so the lines of a screen that is replaced mostly die
-  there instead of in the oldest generation, and the oldest is collected on its own only after
-  100 of those (instead of 10): a backstop for a console never left alone;
+  allocations: two or three key presses at scale), so the lines of a screen that is replaced
+  mostly die there instead of in the oldest generation, and the oldest is collected on its own
+  only after 100 of those (instead of 10): a backstop for a console never left alone;
 - instead, a full collection runs once no key, click or wheel came for QUIET_S, at most every
   MIN_INTERVAL_S, and only when something reached the oldest generation since the last one.
 
@@ -31,7 +31,7 @@ import sys
 import time
 
 QUIET_S = 1.0  # no key, click or wheel for this long: nobody is waiting for the screen
-MIN_INTERVAL_S = 15.0  # full collections at most this often (an idle console: ~0.5% of a CPU)
+MIN_INTERVAL_S = 15.0  # full collections at most this often (50-100 ms each: under 1% of a CPU)
 MIDDLE_EVERY = 50  # young collections per middle one (CPython's default: 10)
 OLDEST_EVERY = 100  # middle collections per automatic full one (default: 10)
 TUNES_THRESHOLDS = sys.implementation.name == "cpython" and sys.version_info < (3, 14)
