@@ -47,6 +47,17 @@ async def test_start_up_is_frozen_once_drawn_and_given_back_at_exit(dsn: str) ->
     assert gc.get_threshold() == before
 
 
+def test_a_settle_after_release_changes_nothing() -> None:
+    """A settle queued by the last refresh may run after the console's unmount has released."""
+    before = gc.get_threshold()
+    late = collector.Collector()
+    late.release()
+    late.settle()
+    assert not late.settled
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+
+
 async def test_no_full_collection_while_keys_come_one_when_they_stop(
     dsn: str, conn: psycopg.Connection
 ) -> None:

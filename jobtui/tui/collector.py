@@ -46,6 +46,7 @@ class Collector:
         self.quiet_s = quiet_s
         self.min_interval_s = min_interval_s
         self.settled = False
+        self.released = False  # the console is closing: `settle` comes too late
         self.full_collections = 0  # run by `tick`, while nobody was waiting
         self._thresholds: tuple[int, int, int] | None = None  # the process's, to put back
         self._last_input = time.monotonic()
@@ -53,7 +54,7 @@ class Collector:
 
     def settle(self) -> None:
         """Freeze what start-up built and move full collections out of the operator's way."""
-        if self.settled:
+        if self.settled or self.released:
             return
         self.settled = True
         gc.freeze()
@@ -82,7 +83,8 @@ class Collector:
         return True
 
     def release(self) -> None:
-        """The process's collector as it was before `settle`."""
+        """The process's collector as it was before `settle`; no `settle` after this."""
+        self.released = True
         if not self.settled:
             return
         self.settled = False
