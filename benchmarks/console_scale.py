@@ -10,16 +10,19 @@ the app's driver, without Pilot's waits for an idle CPU, which would be timed to
 `show` (the call that puts a poll's rows into its widgets) is wrapped to note when it ran, and
 so is the app's `_display`, which gets each compositor update (headless, it would drop it:
 here its terminal output is rendered to text, as a real terminal's would be, and discarded).
-A press is done at the first update rendered after the pane it leads to has shown data loaded
+A press is done at the first update rendered once the pane it leads to has shown data loaded
 after the press (for Jobs and Dead letters: a non-empty table; for Enter: the detail screen
-holding the row; for a filter: the Jobs pane, after the prompt has closed). Background
+holding the row; for a filter: the Jobs pane, after the prompt has closed), checked at each
+update as it is drawn. Background
 refreshes are set to 300 s so only the key's own refresh is timed. "in link" is the wall time
 the key's refresh spent inside `Link.run` (its `db_ms`): the database's time plus any wait for
 the event loop, which the console's drawing shares, so it is an upper bound of the database's
 part (benchmarks/scale.py times the same reads alone). "cpu" is the CPU time the console's own
 process used from the press to the drawn update: on a machine shared with other work it moves
 far less than the wall time, so compare versions by it (run them interleaved; p95 of 8 rounds
-is the slowest round, usually the first, when every table is drawn for the first time).
+is the slowest round). "gc" is the part of the wall time spent in Python's cycle collector:
+a full collection walks the whole heap (jobtui/tui/collector.py says when the console lets it),
+and `--each` prints every round, which tells a collector pause from a first press.
 
     .venv/bin/python benchmarks/console_scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
     PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/console_scale.py   # "before"
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import sys
@@ -70,16 +74,22 @@ CHARS = {"enter": "\r", "slash": "/", "escape": "\x1b", "down": None, "up": None
 
 
 class Shown:
-    """When each pane last put freshly loaded data on screen (its `show` wrapped), and when
-    the compositor last produced an update for the terminal (`_display` wrapped)."""
+    """When each pane last put freshly loaded data on screen (its `show` wrapped), and the
+    first compositor update for the terminal (`_display` wrapped) drawn while what a press
+    waits for (`expect`) holds: the update is composed from the widgets as they are at that
+    moment, so it is the one that draws it. Checked at the update itself, not by a loop that
+    polls: an update drawn before the loop woke up was missed, and the press then waited for
+    a later one (none comes on an idle screen: the press was "lost")."""
 
     def __init__(self, app: Any) -> None:
         from textual._compositor import CompositorUpdate
 
         self.at: dict[str, float] = {}
         self.show_ms: dict[str, float] = {}  # how long the last `show` of each pane took
-        self.drawn = 0.0
-        self.drawn_cpu = 0.0  # this process's CPU time at that update (time.process_time)
+        self.gc_ms = 0.0  # time in the cycle collector so far (gc.callbacks)
+        self.finished: tuple[float, float, float] | None = None  # wall, CPU, gc at that update
+        self._expected: Callable[[], bool] | None = None
+        self._gc_from = 0.0
         for name in TABS.values():
             pane = app.query_one(f"#{name}-pane")
             pane.show = self._wrap(name, pane.show)
@@ -89,10 +99,24 @@ class Shown:
             display(screen, renderable)
             if isinstance(renderable, CompositorUpdate):
                 renderable.render_segments(app.console)  # what a terminal would be sent
-                self.drawn = time.perf_counter()
-                self.drawn_cpu = time.process_time()
+                if self.finished is None and self._expected is not None and self._expected():
+                    self.finished = (time.perf_counter(), time.process_time(), self.gc_ms)
 
         app._display = displayed
+        gc.callbacks.append(self._collected)
+
+    def expect(self, cond: Callable[[], bool]) -> None:
+        """Note the first update drawn from now on while `cond` holds (in `finished`)."""
+        self._expected, self.finished = cond, None
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_from = time.perf_counter()
+        else:
+            self.gc_ms += (time.perf_counter() - self._gc_from) * 1000
+
+    def close(self) -> None:
+        gc.callbacks.remove(self._collected)
 
     def _wrap(self, name: str, show: Callable[[Any], None]) -> Callable[[Any], None]:
         def wrapped(data: Any) -> None:
@@ -134,8 +158,8 @@ async def until(
         await asyncio.sleep(0.001)
 
 
-# (key → drawn ms, of which in the database ms, of which this process's CPU ms)
-Timing = tuple[float, float | None, float]
+# key → drawn ms, of which in the link ms, this process's CPU ms, of which in the collector ms
+Timing = tuple[float, float | None, float, float]
 
 
 async def timed(
@@ -145,26 +169,23 @@ async def timed(
     done: Callable[[float], bool],
     what: str,
 ) -> Timing:
-    """Milliseconds from `act` (a key sent) to the first screen update drawn after `done(t0)`
+    """Milliseconds from `act` (a key sent) to the first screen update drawn while `done(t0)`
     holds (`done` is given the press time), how many of them the console's link spent in the
-    database (None on a version whose Link does not count it), and the CPU time the console's
-    process used meanwhile (what other processes on a shared machine change least)."""
+    database (None on a version whose Link does not count it), the CPU time the console's
+    process used meanwhile (what other processes on a shared machine change least) and how
+    much of it went to the cycle collector."""
     await pilot.pause()  # settle: nothing of the previous step is still on its way
     link = pilot.app.link
     db0 = getattr(link, "db_ms", None)
-    cpu0 = time.process_time()
+    cpu0, gc0 = time.process_time(), shown.gc_ms
     t0 = time.perf_counter()
+    shown.expect(lambda: done(t0))
     await act()
-    ready_at: list[float] = []
-
-    def drawn() -> bool:
-        if not ready_at and done(t0):
-            ready_at.append(time.perf_counter())
-        return bool(ready_at) and shown.drawn > ready_at[0]
-
-    await until(drawn, what, pilot.app, timeout=LOST_AFTER_S)
+    await until(lambda: shown.finished is not None, what, pilot.app, timeout=LOST_AFTER_S)
+    assert shown.finished is not None
+    wall, cpu, gc_ms = shown.finished
     db = None if db0 is None else link.db_ms - db0
-    return (shown.drawn - t0) * 1000, db, (shown.drawn_cpu - cpu0) * 1000
+    return (wall - t0) * 1000, db, (cpu - cpu0) * 1000, gc_ms - gc0
 
 
 def rows_of(app: Any, selector: str) -> int:
@@ -174,96 +195,112 @@ def rows_of(app: Any, selector: str) -> int:
 async def drive(dsn: str, rounds: int, lost: list[str]) -> dict[str, list[Timing]]:
     from jobtui.console_config import ConsoleConfig
     from jobtui.tui.app import JobtuiApp
-    from jobtui.tui.screens.detail import DetailScreen
-    from jobtui.tui.screens.filter_prompt import FilterScreen
 
     out: dict[str, list[Timing]] = {}
     app = JobtuiApp(dsn, "public", config=ConsoleConfig(refresh_s=300.0))
     async with app.run_test(size=SIZE) as pilot:
         shown = Shown(app)
-        await until(lambda: "overview" in shown.at, "first Overview")
+        try:
+            await rounds_of(app, pilot, shown, rounds, lost, out)
+        finally:
+            shown.close()
+    return out
 
-        def tab_done(name: str) -> Callable[[float], bool]:
-            tables = {"jobs": "#jobs-table", "dead": "#dead-rows"}
 
-            def done(t0: float) -> bool:
-                if shown.at.get(name, 0.0) <= t0 or app.active_tab != name:
-                    return False
-                return name not in tables or rows_of(app, tables[name]) > 0
+async def rounds_of(
+    app: Any,
+    pilot: Any,
+    shown: Shown,
+    rounds: int,
+    lost: list[str],
+    out: dict[str, list[Timing]],
+) -> None:
+    """`rounds` presses of every key timed, into `out`."""
+    from jobtui.tui.screens.detail import DetailScreen
+    from jobtui.tui.screens.filter_prompt import FilterScreen
 
-            return done
+    await until(lambda: "overview" in shown.at, "first Overview")
 
-        def record(label: str, ms: Timing) -> None:
-            out.setdefault(label, []).append(ms)
+    def tab_done(name: str) -> Callable[[float], bool]:
+        tables = {"jobs": "#jobs-table", "dead": "#dead-rows"}
 
-        for _ in range(rounds):
-            for digit, name in [*TABS.items(), ("1", "overview")]:
-                if app.active_tab == name:
-                    continue
-                try:
-                    ms = await timed(pilot, shown, key(app, digit), tab_done(name), name)
-                except Lost:
-                    lost.append(f"key {digit} ({name})")
-                    await pilot.press(digit)
-                    await until(lambda n=name: app.active_tab == n, f"tab {name} again", app)
-                    continue
-                record(f"key {digit} ({name})", ms)
+        def done(t0: float) -> bool:
+            if shown.at.get(name, 0.0) <= t0 or app.active_tab != name:
+                return False
+            return name not in tables or rows_of(app, tables[name]) > 0
 
-            # Enter on a row of Jobs: the detail screen with the row read.
-            await timed(pilot, shown, key(app, "2"), tab_done("jobs"), "jobs")
-            ms = await timed(
-                pilot,
-                shown,
-                key(app, "enter"),
-                lambda t0: isinstance(app.screen, DetailScreen) and app.screen.row is not None,
-                "job detail",
-            )
-            record("enter (job detail)", ms)
-            await pilot.press("escape")
-            await until(lambda: not isinstance(app.screen, DetailScreen), "back")
+        return done
 
-            # Filters on Jobs, typed into the filter prompt; timed from the Enter.
-            for label, text in FILTERS.items():
-                await pilot.press("slash")
-                await until(lambda: isinstance(app.screen, FilterScreen), "filter prompt")
-                app.screen.query_one("Input").value = text
-                ms = await timed(
-                    pilot,
-                    shown,
-                    key(app, "enter"),
-                    lambda t0: (
-                        shown.at.get("jobs", 0.0) > t0 and not isinstance(app.screen, FilterScreen)
-                    ),
-                    label,
-                )
-                record(label, ms)
+    def record(label: str, ms: Timing) -> None:
+        out.setdefault(label, []).append(ms)
+
+    for _ in range(rounds):
+        for digit, name in [*TABS.items(), ("1", "overview")]:
+            if app.active_tab == name:
+                continue
+            try:
+                ms = await timed(pilot, shown, key(app, digit), tab_done(name), name)
+            except Lost:
+                lost.append(f"key {digit} ({name})")
+                await pilot.press(digit)
+                await until(lambda n=name: app.active_tab == n, f"tab {name} again", app)
+                continue
+            record(f"key {digit} ({name})", ms)
+
+        # Enter on a row of Jobs: the detail screen with the row read.
+        await timed(pilot, shown, key(app, "2"), tab_done("jobs"), "jobs")
+        ms = await timed(
+            pilot,
+            shown,
+            key(app, "enter"),
+            lambda t0: isinstance(app.screen, DetailScreen) and app.screen.row is not None,
+            "job detail",
+        )
+        record("enter (job detail)", ms)
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, DetailScreen), "back")
+
+        # Filters on Jobs, typed into the filter prompt; timed from the Enter.
+        for label, text in FILTERS.items():
             await pilot.press("slash")
             await until(lambda: isinstance(app.screen, FilterScreen), "filter prompt")
-            app.screen.query_one("Input").value = ""
-            await timed(pilot, shown, key(app, "enter"), tab_done("jobs"), "no filter")
-
-            # Dead letters: the cursor onto the next group reloads its rows; Enter on a row.
-            await timed(pilot, shown, key(app, "3"), tab_done("dead"), "dead")
-            app.query_one("#dead-groups").focus()
-            await pilot.pause()
-            ms = await timed(pilot, shown, key(app, "down"), tab_done("dead"), "dead group")
-            record("down (dead: next group)", ms)
-            app.query_one("#dead-rows").focus()
-            await pilot.pause()
+            app.screen.query_one("Input").value = text
             ms = await timed(
                 pilot,
                 shown,
                 key(app, "enter"),
-                lambda t0: isinstance(app.screen, DetailScreen) and app.screen.row is not None,
-                "dead detail",
+                lambda t0: (
+                    shown.at.get("jobs", 0.0) > t0 and not isinstance(app.screen, FilterScreen)
+                ),
+                label,
             )
-            record("enter (dead letter detail)", ms)
-            await pilot.press("escape")
-            await until(lambda: not isinstance(app.screen, DetailScreen), "back")
-            app.query_one("#dead-groups").focus()
-            await pilot.press("up")  # back to "all" for the next round
-            await timed(pilot, shown, key(app, "1"), tab_done("overview"), "overview")
-    return out
+            record(label, ms)
+        await pilot.press("slash")
+        await until(lambda: isinstance(app.screen, FilterScreen), "filter prompt")
+        app.screen.query_one("Input").value = ""
+        await timed(pilot, shown, key(app, "enter"), tab_done("jobs"), "no filter")
+
+        # Dead letters: the cursor onto the next group reloads its rows; Enter on a row.
+        await timed(pilot, shown, key(app, "3"), tab_done("dead"), "dead")
+        app.query_one("#dead-groups").focus()
+        await pilot.pause()
+        ms = await timed(pilot, shown, key(app, "down"), tab_done("dead"), "dead group")
+        record("down (dead: next group)", ms)
+        app.query_one("#dead-rows").focus()
+        await pilot.pause()
+        ms = await timed(
+            pilot,
+            shown,
+            key(app, "enter"),
+            lambda t0: isinstance(app.screen, DetailScreen) and app.screen.row is not None,
+            "dead detail",
+        )
+        record("enter (dead letter detail)", ms)
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, DetailScreen), "back")
+        app.query_one("#dead-groups").focus()
+        await pilot.press("up")  # back to "all" for the next round
+        await timed(pilot, shown, key(app, "1"), tab_done("overview"), "overview")
 
 
 def p95(values: list[float]) -> float:
@@ -276,6 +313,9 @@ def main() -> None:
     ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
     ap.add_argument("--rounds", type=int, default=10, help="presses of each key (default 10)")
     ap.add_argument("--rebuild", action="store_true", help="build the data set again")
+    ap.add_argument(
+        "--each", action="store_true", help="also print every round's times (ms, cpu ms)"
+    )
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit("console_scale: --rounds must be at least 1")
@@ -295,13 +335,14 @@ def main() -> None:
         results = asyncio.run(drive(dsn, args.rounds, lost))
         print(
             f"\n{'key → drawn':38} {'p50 ms':>7} {'p95 ms':>7} {'target':>7}"
-            f" {'in link p50':>11} {'p95':>6} {'cpu p50':>8} {'p95':>6}  n"
+            f" {'in link p50':>11} {'p95':>6} {'cpu p50':>8} {'p95':>6} {'gc p95':>7}  n"
         )
         for label, timings in results.items():
             target = 300 if label.startswith("filter") else 150
-            total = [t for t, _, _ in timings]
-            spent = [d for _, d, _ in timings if d is not None]
-            cpu = [c for _, _, c in timings]
+            total = [t for t, _, _, _ in timings]
+            spent = [d for _, d, _, _ in timings if d is not None]
+            cpu = [c for _, _, c, _ in timings]
+            in_gc = [g for _, _, _, g in timings]
             in_db = (
                 f"{statistics.median(spent):11.1f} {p95(spent):6.1f}"
                 if spent
@@ -310,8 +351,13 @@ def main() -> None:
             print(
                 f"{label:38} {statistics.median(total):7.1f} {p95(total):7.1f}"
                 f" {'≤' + str(target):>7} {in_db} {statistics.median(cpu):8.1f}"
-                f" {p95(cpu):6.1f}  {len(total)}"
+                f" {p95(cpu):6.1f} {p95(in_gc):7.1f}  {len(total)}"
             )
+        if args.each:
+            print("\nevery round, in order: key → drawn ms / cpu ms / of it in the collector ms")
+            for label, timings in results.items():
+                each = "  ".join(f"{t:.0f}/{c:.0f}/{g:.0f}" for t, _, c, g in timings)
+                print(f"{label:38} {each}")
         if lost:
             print(f"keys lost (sent again, not timed): {', '.join(lost)}")
         print(f"load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

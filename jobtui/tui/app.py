@@ -10,10 +10,12 @@ BINDINGS (app-wide):
     q           quit
 
 The refresh loop is poll → render → schedule the next poll; it never starts while one runs
-and skips the database while a modal or the detail screen is open. Panes and screens ask for
-writes, exports and navigation with the messages of `jobtui.tui.host`; every write goes through
-`jobtui.ops` in the one `WriteController`, after a confirmation that names the count, and its
-outcome comes back as a message handled below (`on_write_controller_*`).
+and skips the database while a modal or the detail screen is open. Python's cycle collector
+walks the whole heap only while no key is waited for (`Collector`, told of every key here).
+Panes and screens ask for writes, exports and navigation with the messages of
+`jobtui.tui.host`; every write goes through `jobtui.ops` in the one `WriteController`, after a
+confirmation that names the count, and its outcome comes back as a message handled below
+(`on_write_controller_*`).
 
 Enter on a kind opens its screen (jobtui.tui.screens.kind), whose keys lead to the kind's jobs
 or dead letters; the Workers tab's quiet/resume/stop (`WorkerControlAsked`) is confirmed here
@@ -32,7 +34,7 @@ from typing import Any, ClassVar
 
 from psycopg import errors as pgerrors
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -46,6 +48,7 @@ from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
+from jobtui.tui.collector import Collector
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import FilterError, parse_dead_filter, parse_job_filter
@@ -96,6 +99,12 @@ REFRESH_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 # screen is held until then, at most this long (a slower read shows the tab first, as before).
 HOLD_DRAWING_S = 0.15
 BLOCKED_RECHECK_S = 0.5
+SCREEN_CSS = (
+    "screens/confirm.tcss",
+    "screens/detail.tcss",
+    "screens/export_prompt.tcss",
+    "screens/kind.tcss",
+)
 # The tabs with a `/` filter, and how their filter text is read.
 FILTERED_TABS: dict[str, Callable[[str], JobFilter | DeadFilter]] = {
     "jobs": parse_job_filter,
@@ -147,7 +156,15 @@ def db_time_text(ms: float) -> str:
 class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
-    CSS_PATH = ["app.tcss", "panes/database.tcss", "widgets/alarms.tcss"]  # noqa: RUF012
+    # The screens' own files too: Textual reads a screen's CSS_PATH when it is first pushed,
+    # then parses the whole stylesheet again and restyles every widget of the app (~50 ms
+    # of the first Enter on a job at 120x40). Read here, a first push finds them read.
+    CSS_PATH = [  # noqa: RUF012
+        "app.tcss",
+        "panes/database.tcss",
+        "widgets/alarms.tcss",
+        *SCREEN_CSS,
+    ]
     TITLE = "jobtui"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -201,6 +218,7 @@ class JobtuiApp(App[int]):
         self._held: contextlib.ExitStack | None = None  # see hold_drawing
         self._held_timer: Timer | None = None
         self.writes = WriteController(self, self.link, self.actor, lambda: self.read_only)
+        self.collector = Collector()  # full collections while nobody waits (see collector.py)
 
     # --- layout --------------------------------------------------------------------------
 
@@ -229,6 +247,7 @@ class JobtuiApp(App[int]):
             self.set_keymap(self.config.keymap)
         self.query_one(Banners).show_env(self.env, self.env_danger)
         self.set_interval(1.0, self._render_status)
+        self.set_interval(self.collector.quiet_s, self.collector.tick)
         self._render_status()
         self._open(self.opening)
         self.active_pane.focus_main()
@@ -245,6 +264,7 @@ class JobtuiApp(App[int]):
 
     async def on_unmount(self) -> None:
         self._release_drawing()
+        self.collector.release()
         await self.link.close()
 
     @property
@@ -400,6 +420,8 @@ class JobtuiApp(App[int]):
         self._render_status()
         if pane is self.active_pane:  # not a refresh of the tab left behind
             self._release_drawing()
+        if not self.collector.settled:  # start-up is over once this refresh is drawn
+            self.call_after_refresh(self.collector.settle)
         if self._again:
             self._again = False
             self._schedule(0)
@@ -448,6 +470,13 @@ class JobtuiApp(App[int]):
             self.notify("Database reachable again.", markup=False, timeout=4)
 
     # --- app actions ---------------------------------------------------------------------
+
+    async def on_event(self, event: events.Event) -> None:
+        # A key, a click or the wheel: the operator waits for the screen, so no full
+        # collection for a while (a mouse merely moving over the console is not counted).
+        if isinstance(event, events.InputEvent) and not isinstance(event, events.MouseMove):
+            self.collector.input_seen()
+        await super().on_event(event)
 
     def action_tab(self, name: str) -> None:
         if len(self.screen_stack) > 1:
