@@ -94,8 +94,21 @@ async def explain(
     """Why job `job_id` is (not) running; None when there is no such job or dead letter.
 
     `lock_timeout_s` is the workers' lock timeout (after which a row locked by something that
-    never heartbeats is rescued).
+    never heartbeats is rescued). Read in a transaction of its own with JIT off, as the
+    snapshot's reads are (`metrics_no_jit`): at scale, with a stale table's statistics, the
+    workers query is estimated above jit_above_cost and compiling took longer than the query
+    (6 ms of every job detail in the console, ~35 ms more for a session's first, which loads
+    the JIT library: benchmarks/console_scale.py). Per transaction, so it holds behind a
+    transaction pooler and leaves the session's settings alone.
     """
+    async with conn.transaction():
+        await conn.execute(queries(schema).metrics_no_jit)
+        return await _explain(conn, schema, job_id, lock_timeout_s)
+
+
+async def _explain(
+    conn: psycopg.AsyncConnection, schema: str, job_id: int, lock_timeout_s: float
+) -> WhyAnswer | None:
     q = queries(schema)
     job = await _one(conn, q.why_job, {"id": job_id})
     if job is None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import psycopg
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import work
@@ -38,7 +37,6 @@ from jobtui import browse, ops, why
 from jobtui.config import format_duration
 from jobtui.inert import clean, inert, payload_json
 from jobtui.models import DeadLetterRow, ErrorEntry, JobRow
-from jobtui.sql import queries
 from jobtui.tui.actions import (
     CANCEL,
     DELETE,
@@ -153,17 +151,6 @@ def _errors(
                 parts.append(inert(trace, style="dim", multiline=True))
         parts.append(Text(""))
     return Group(*parts)
-
-
-async def explain(conn: psycopg.AsyncConnection, schema: str, job_id: int) -> why.WhyAnswer | None:
-    """`why.explain` in a transaction of its own with JIT off, as the snapshot's and the kind
-    screen's reads are (`metrics_no_jit`). At scale its workers query is estimated above
-    jit_above_cost (a stale table's statistics) and compiling took longer than the query: 6 ms
-    of every job detail, and on a console's first one ~35 ms more to load the JIT library
-    (benchmarks/console_scale.py). Per transaction, so it holds behind a transaction pooler."""
-    async with conn.transaction():
-        await conn.execute(queries(schema).metrics_no_jit)
-        return await why.explain(conn, schema, job_id)
 
 
 def _payload(payload: Any) -> Content:
@@ -323,7 +310,7 @@ class DetailScreen(Screen[None]):
                 row: JobRow | DeadLetterRow | None = await link.run(browse.get_job, self.row_id)
                 if row is not None:
                     self.rerun_of, self.reruns = await link.run(ops.rerun_links, self.row_id)
-                    answer = await link.run(explain, self.row_id)
+                    answer = await link.run(why.explain, self.row_id)
             else:
                 row = await link.run(browse.get_dead, self.row_id)
                 if row is None:  # requeued (a job of the same id now) or deleted
