@@ -70,7 +70,12 @@ CLAIM = (
     + ")) RETURNING id"
 )
 COMPLETE = "UPDATE jobs SET finished_at = now() WHERE id = ANY(%s)"
-ANY_UNFINISHED = "SELECT EXISTS (SELECT 1 FROM jobs WHERE finished_at IS NULL)"
+# Waiting and running rows apart: on jobtui's schema (since 0020) no index holds every unfinished
+# row, and `finished_at IS NULL` alone would be a sequential scan every 10 ms.
+ANY_UNFINISHED = (
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE finished_at IS NULL AND locked_at IS NULL)"
+    " OR EXISTS (SELECT 1 FROM jobs WHERE finished_at IS NULL AND locked_at IS NOT NULL)"
+)
 
 ARTICLE = "article"
 FULL = "jobtui schema"
