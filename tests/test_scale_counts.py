@@ -7,6 +7,7 @@ Jobs tab read (`metrics_state_counts`, `browse.count_jobs`) with the rows counte
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -297,21 +298,48 @@ async def test_dead_letter_groups_from_counts_equal_the_grouped_rows(
     assert await check_groups() == []
 
 
+def delta_rows(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def test_the_workers_connections_leave_the_fold_to_its_housekeeper(
     conn: psycopg.Connection,
 ) -> None:
-    """Migration 0019: a connection that says `jobtui.fold_in_trigger = off` (the bundled
-    worker's) never folds in a trigger; any other writer still does, 1 statement in 64."""
+    """Migrations 0019 and 0021: a connection that says `jobtui.fold_in_trigger = off` (the
+    bundled worker's) never folds in a trigger; any other writer folds, 1 statement in 64, only
+    once job_counts holds over 10,000 live rows (with a worker running it never does)."""
     conn.execute("SELECT set_config('jobtui.fold_in_trigger', 'off', false)")
-    for _ in range(300):  # without the setting, no fold in 300 would happen 1 time in 110
+    for _ in range(300):
         insert(conn, "mail", 1)
-    assert conn.execute("SELECT count(*) FROM job_counts").fetchone() == (300,)
+    assert delta_rows(conn) == 300
     conn.execute("SELECT set_config('jobtui.fold_in_trigger', '', false)")
-    conn.execute("SELECT jobtui_fold_job_counts()")
+    for _ in range(1000):  # a small table: a classic producer leaves it to the housekeeper
+        insert(conn, "mail", 1)
+    assert delta_rows(conn) == 1300
+    # Grow it past 10,000 live rows with delta rows that sum to nothing, and wait for the
+    # statistics to say so (a backend reports them when idle, at most once a second).
+    conn.execute(
+        "INSERT INTO job_counts (kind, state, due, n)"
+        " SELECT 'padding', 'succeeded', NULL, CASE WHEN g % 2 = 0 THEN 1 ELSE -1 END"
+        " FROM generate_series(1, 10000) g"
+    )
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    deadline = time.monotonic() + 10
+    while conn.execute(
+        "SELECT pg_stat_get_live_tuples('job_counts'::regclass) <= 10000"
+    ).fetchone() == (True,):
+        assert time.monotonic() < deadline, "the statistics never counted the rows"
+        time.sleep(0.1)
+    conn.execute("SELECT set_config('jobtui.fold_in_trigger', 'off', false)")
+    for _ in range(300):  # had it folded, 1 in 64 over 300 statements: 99 runs in 100
+        insert(conn, "mail", 1)
+    assert delta_rows(conn) == 11_600
+    conn.execute("SELECT set_config('jobtui.fold_in_trigger', '', false)")
     for _ in range(1000):  # a classic producer: folds with certainty but 1 in 10^7
         insert(conn, "mail", 1)
-    n = conn.execute("SELECT count(*) FROM job_counts").fetchone()
-    assert n is not None and n[0] < 1000
+    assert delta_rows(conn) < 1000
     check(conn)
 
 
