@@ -62,6 +62,8 @@ FILTERS = {
     "filter kind:kind03.work": f"kind:{KINDS[3]}",
     "filter state:ready kind:kind07.work": f"state:ready kind:{KINDS[7]}",
     "filter payload text cust-4242": "cust-4242",
+    # Finished rows only, and text that matches none of them: the search reads its whole scope.
+    "filter state:succeeded + text matching nothing": "state:succeeded no-such-text-zq",
 }
 TIMEOUT_S = 30.0
 # A tab key that has not led to its tab's data after this long is counted as lost (seen with
@@ -70,7 +72,15 @@ TIMEOUT_S = 30.0
 LOST_AFTER_S = 5.0
 
 
-CHARS = {"enter": "\r", "slash": "/", "escape": "\x1b", "down": None, "up": None}
+CHARS = {
+    "enter": "\r",
+    "slash": "/",
+    "escape": "\x1b",
+    "down": None,
+    "up": None,
+    "end": None,
+    "number_sign": "#",
+}
 
 
 class Shown:
@@ -192,13 +202,15 @@ def rows_of(app: Any, selector: str) -> int:
     return int(app.query_one(selector).row_count)
 
 
-async def drive(dsn: str, rounds: int, lost: list[str]) -> dict[str, list[Timing]]:
+async def drive(
+    dsn: str, rounds: int, lost: list[str], size: tuple[int, int] = SIZE
+) -> dict[str, list[Timing]]:
     from jobtui.console_config import ConsoleConfig
     from jobtui.tui.app import JobtuiApp
 
     out: dict[str, list[Timing]] = {}
     app = JobtuiApp(dsn, "public", config=ConsoleConfig(refresh_s=300.0))
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         shown = Shown(app)
         try:
             await rounds_of(app, pilot, shown, rounds, lost, out)
@@ -218,6 +230,7 @@ async def rounds_of(
     """`rounds` presses of every key timed, into `out`."""
     from jobtui.tui.screens.detail import DetailScreen
     from jobtui.tui.screens.filter_prompt import FilterScreen
+    from jobtui.tui.screens.kind import KindScreen
 
     await until(lambda: "overview" in shown.at, "first Overview")
 
@@ -234,7 +247,7 @@ async def rounds_of(
     def record(label: str, ms: Timing) -> None:
         out.setdefault(label, []).append(ms)
 
-    for _ in range(rounds):
+    for round_no in range(rounds):
         for digit, name in [*TABS.items(), ("1", "overview")]:
             if app.active_tab == name:
                 continue
@@ -259,6 +272,7 @@ async def rounds_of(
         record("enter (job detail)", ms)
         await pilot.press("escape")
         await until(lambda: not isinstance(app.screen, DetailScreen), "back")
+        await jobs_keys(app, pilot, shown, record)
 
         # Filters on Jobs, typed into the filter prompt; timed from the Enter.
         for label, text in FILTERS.items():
@@ -275,10 +289,12 @@ async def rounds_of(
                 label,
             )
             record(label, ms)
+        # Back to the view the tab opens on: an empty filter is every job, `a` the unfinished.
         await pilot.press("slash")
         await until(lambda: isinstance(app.screen, FilterScreen), "filter prompt")
         app.screen.query_one("Input").value = ""
         await timed(pilot, shown, key(app, "enter"), tab_done("jobs"), "no filter")
+        await timed(pilot, shown, key(app, "a"), tab_done("jobs"), "unfinished")
 
         # Dead letters: the cursor onto the next group reloads its rows; Enter on a row.
         await timed(pilot, shown, key(app, "3"), tab_done("dead"), "dead")
@@ -302,6 +318,73 @@ async def rounds_of(
         await pilot.press("up")  # back to "all" for the next round
         await timed(pilot, shown, key(app, "1"), tab_done("overview"), "overview")
 
+        # Enter on a kind of the Overview: the kind screen with its figures read.
+        # Another kind each round (the app keeps its kind screen: reopened on the same kind it
+        # would show the figures it has while reading them again); the figures must be read
+        # after the press.
+        kinds_table = app.query_one("#overview-pane KeyedTable")
+        kinds_table.focus()
+        kinds_table.move_cursor(row=round_no % max(kinds_table.row_count, 1))
+        await pilot.pause()
+        kept = getattr(app, "_kind_screen", None)
+        before = kept.info if kept is not None else None
+        ms = await timed(
+            pilot,
+            shown,
+            key(app, "enter"),
+            lambda t0, before=before: (
+                isinstance(app.screen, KindScreen)
+                and app.screen.info is not None
+                and app.screen.info is not before
+            ),
+            "kind screen",
+        )
+        record("enter (overview: kind screen)", ms)
+        await pilot.press("escape")
+        await until(lambda: not isinstance(app.screen, KindScreen), "back")
+
+
+async def jobs_keys(
+    app: Any, pilot: Any, shown: Shown, record: Callable[[str, Timing], None]
+) -> None:
+    """Keys of the Jobs tab beyond the tab key: `end` (the last row, which loads the next
+    page), `s` and `S` (sort by id, then reversed) and `#` (the exact count); then the tab is
+    put back as it opens (`a` twice: one page, the pane's own order)."""
+    from jobtui.tui.widgets.keyed_table import KeyedTable
+
+    pane = app.query_one("#jobs-pane")
+    table = app.query_one("#jobs-table", KeyedTable)
+    table.focus()
+    await pilot.pause()
+    before = table.row_count
+    ms = await timed(
+        pilot,
+        shown,
+        key(app, "end"),
+        lambda t0: shown.at.get("jobs", 0.0) > t0 and table.row_count > before,
+        "next page",
+    )
+    record("end (jobs: last row, next page)", ms)
+    ms = await timed(pilot, shown, key(app, "s"), lambda t0: table.sort_column == "id", "sort")
+    record("s (jobs: sort by id)", ms)
+    ms = await timed(pilot, shown, key(app, "S"), lambda t0: table.sort_reverse, "reverse sort")
+    record("S (jobs: reverse sort)", ms)
+    table.sort_by(None)
+    # `#` on the default view: since the unfinished count is summed from the state counts it
+    # is exact already and the screen does not change, so the press is done when the count is
+    # read (no update is drawn to wait for).
+    await pilot.pause()
+    cpu0, gc0, t0 = time.process_time(), shown.gc_ms, time.perf_counter()
+    await key(app, "number_sign")()
+    await until(lambda: pane._exact is not None, "exact count", app, timeout=LOST_AFTER_S)
+    wall = (time.perf_counter() - t0) * 1000
+    record(
+        "# (jobs: exact count)",
+        (wall, None, (time.process_time() - cpu0) * 1000, shown.gc_ms - gc0),
+    )
+    for _ in range(2):
+        await timed(pilot, shown, key(app, "a"), lambda t0: shown.at.get("jobs", 0.0) > t0, "a")
+
 
 def p95(values: list[float]) -> float:
     ordered = sorted(values)
@@ -316,7 +399,14 @@ def main() -> None:
     ap.add_argument(
         "--each", action="store_true", help="also print every round's times (ms, cpu ms)"
     )
+    ap.add_argument(
+        "--size", default=f"{SIZE[0]}x{SIZE[1]}", help="terminal columns x lines (default 120x40)"
+    )
     args = ap.parse_args()
+    try:
+        columns, lines = (int(n) for n in args.size.lower().split("x"))
+    except ValueError:
+        sys.exit(f"console_scale: --size must be COLUMNSxLINES, not {args.size!r}")
     if args.rounds < 1:
         sys.exit("console_scale: --rounds must be at least 1")
     import jobtui
@@ -330,11 +420,11 @@ def main() -> None:
     try:
         dsn = conninfo.make_conninfo(args.dsn, dbname=db)
         stale(dsn)
-        print(f"data set ready ({db}); {args.rounds} rounds at {SIZE[0]}x{SIZE[1]}", flush=True)
+        print(f"data set ready ({db}); {args.rounds} rounds at {columns}x{lines}", flush=True)
         lost: list[str] = []
-        results = asyncio.run(drive(dsn, args.rounds, lost))
+        results = asyncio.run(drive(dsn, args.rounds, lost, (columns, lines)))
         print(
-            f"\n{'key → drawn':38} {'p50 ms':>7} {'p95 ms':>7} {'target':>7}"
+            f"\n{'key → drawn':48} {'p50 ms':>7} {'p95 ms':>7} {'target':>7}"
             f" {'in link p50':>11} {'p95':>6} {'cpu p50':>8} {'p95':>6} {'gc p95':>7}  n"
         )
         for label, timings in results.items():
@@ -349,7 +439,7 @@ def main() -> None:
                 else f"{'n/a':>11} {'':6}"
             )
             print(
-                f"{label:38} {statistics.median(total):7.1f} {p95(total):7.1f}"
+                f"{label:48} {statistics.median(total):7.1f} {p95(total):7.1f}"
                 f" {'≤' + str(target):>7} {in_db} {statistics.median(cpu):8.1f}"
                 f" {p95(cpu):6.1f} {p95(in_gc):7.1f}  {len(total)}"
             )
@@ -357,7 +447,7 @@ def main() -> None:
             print("\nevery round, in order: key → drawn ms / cpu ms / of it in the collector ms")
             for label, timings in results.items():
                 each = "  ".join(f"{t:.0f}/{c:.0f}/{g:.0f}" for t, _, c, g in timings)
-                print(f"{label:38} {each}")
+                print(f"{label:48} {each}")
         if lost:
             print(f"keys lost (sent again, not timed): {', '.join(lost)}")
         print(f"load average while measuring: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

@@ -95,13 +95,15 @@ def phased_read(params: dict[str, Any]) -> bool:
     Since migration 0020 the indexes by kind, of waiting rows in id order and of running rows
     hold one phase each (the unique keys' two indexes: unfinished and finished rows), so a kind,
     a unique key or a state set is read phase by phase and merged: each
-    state's test folds away in the phases it cannot match. A set with succeeded jobs but no kind
-    is not: the only index of finished rows in id order is the primary key, which serves the
-    newest rows of every phase as well, and neither does no filter at all.
+    state's test folds away in the phases it cannot match. Finished rows in id order come from
+    the primary key, from the newest finished id down (job_phase_finished), so a set with
+    succeeded jobs is phased too: read whole, its test of a `CASE` over the columns was
+    estimated at a few thousand rows of 2M and planned as a sort of the whole table. No filter
+    at all is not phased: every row matches, and the primary key serves them newest first.
     """
     if params["kind"] is not None or params["unique_key"] is not None:
         return True  # each phase has an index by kind, and one by unique key
-    return bool(params["by_state"]) and not params["s_succeeded"]
+    return bool(params["by_state"])
 
 
 def like_pattern(text: str) -> str:
@@ -437,16 +439,58 @@ async def count_dead_capped(
 async def _counted_jobs(conn: psycopg.AsyncConnection, schema: str, flt: JobFilter) -> int | None:
     """The count from the state counts, or None when the filter needs the rows themselves."""
     params = job_filter_params(flt)  # validates
-    states = [s for s in JOB_STATES if params[f"s_{s}"]]
-    if params["pattern"] is not None or params["unique_key"] is not None or len(states) > 1:
+    states = {s for s in JOB_STATES if params[f"s_{s}"]}
+    if params["pattern"] is not None or params["unique_key"] is not None:
         return None
+    if states and _state_sum(states, dict.fromkeys(_COUNTED_PARTS, 0)) is None:
+        return None  # decided before the read: whether a sum can answer is not in the counts
     rows = await fetch_dicts(conn, queries(schema).metrics_state_counts, {})
     picked = [r for r in rows if params["kind"] is None or r["kind"] == params["kind"]]
-    if states:
-        return sum(int(r[states[0]]) for r in picked)
-    # `retrying` rows are also ready or scheduled, `cancel_open` ones also unfinished.
-    parts = ("ready", "scheduled", "running", "exhausted", "succeeded", "cancelled")
-    return sum(sum(int(r[p]) for p in parts) - int(r["cancel_open"]) for r in picked)
+    total = 0
+    for row in picked:
+        counts = {p: int(row[p]) for p in _COUNTED_PARTS}
+        n = _state_sum(states or set(JOB_STATES), counts)
+        assert n is not None  # every state: the no-filter case always sums
+        total += n
+    return total
+
+
+_COUNTED_PARTS = (
+    "ready", "scheduled", "retrying", "running", "exhausted", "succeeded", "cancelled",
+    "cancel_open",
+)  # fmt: skip
+_UNFINISHED_PARTS = frozenset({"ready", "scheduled", "running", "exhausted"})
+
+
+def _state_sum(states: set[str], counts: dict[str, int]) -> int | None:
+    """How many rows are in any of `states`, from one kind's state counts; None when the
+    counts cannot tell without the rows.
+
+    `ready`, `scheduled`, `running`, `exhausted` and `succeeded` hold each row at most once.
+    `retrying` rows are also ready or scheduled: with both chosen they are counted already;
+    alone they are their own count; beside only one of the two the counts cannot split them.
+    `cancelled` is every row with cancelled_at set, finished or not (`cancel_open`, also in an
+    unfinished state): beside all unfinished states or none of them it adds exactly what is
+    not counted yet; beside some of them, the counts cannot tell which.
+    """
+    chosen = set(states)
+    if "retrying" in chosen:
+        if {"ready", "scheduled"} <= chosen:
+            chosen.discard("retrying")
+        elif chosen == {"retrying"}:
+            return counts["retrying"]
+        else:
+            return None
+    total = sum(counts[s] for s in chosen - {"cancelled"})
+    if "cancelled" in chosen:
+        unfinished = chosen & _UNFINISHED_PARTS
+        if unfinished == _UNFINISHED_PARTS:
+            total += counts["cancelled"] - counts["cancel_open"]
+        elif not unfinished:
+            total += counts["cancelled"]
+        else:
+            return None
+    return total
 
 
 async def _counted_dead(conn: psycopg.AsyncConnection, schema: str, flt: DeadFilter) -> int | None:

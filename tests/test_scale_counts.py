@@ -393,3 +393,76 @@ def test_the_article_claim_walks_jobs_pending_past_no_locked_row(conn: psycopg.C
     assert "jobs_pending on jobs" in text and "Rows Removed by Filter" not in text
     conn.execute("RESET enable_seqscan")
     check(conn)
+
+
+async def test_every_set_of_states_counts_as_its_rows(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """`#` and the count line of the Jobs tab read a state set (the default view is five
+    states) from the state counts where a sum can answer, and the rows where it cannot: every
+    one of the 128 sets, of every kind and of all, equals the rows counted one by one."""
+    insert(conn, "mail", 9)
+    insert(conn, "mail", 4, "now() + interval '1 hour'")
+    insert(conn, "sms", 6, "now() - interval '2 hours'")
+    insert(conn, "sms", 3, "now() + interval '2 hours'")
+    # Retries due now and later, running rows, rows a consumer gave up on, finished rows.
+    conn.execute(
+        "UPDATE jobs SET attempts = 1 WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT 2)"
+    )
+    conn.execute(
+        "UPDATE jobs SET attempts = 1 WHERE id IN"
+        " (SELECT id FROM jobs WHERE run_at > now() ORDER BY id LIMIT 3)"
+    )
+    conn.execute(
+        "UPDATE jobs SET locked_at = now(), attempts = attempts + 1 WHERE id IN"
+        " (SELECT id FROM jobs WHERE attempts = 0 AND run_at <= now() ORDER BY id DESC LIMIT 4)"
+    )
+    conn.execute(
+        "UPDATE jobs SET attempts = max_attempts WHERE id IN"
+        " (SELECT id FROM jobs WHERE locked_at IS NULL AND attempts = 0 AND run_at <= now()"
+        " ORDER BY id LIMIT 2)"
+    )
+    conn.execute(
+        "UPDATE jobs SET finished_at = now() WHERE id IN"
+        " (SELECT id FROM jobs WHERE locked_at IS NOT NULL ORDER BY id LIMIT 2)"
+    )
+    # Cancelled: finished, and asked of an unfinished row of each unfinished state.
+    conn.execute(
+        "UPDATE jobs SET finished_at = now(), cancelled_at = now() WHERE id IN"
+        " (SELECT id FROM jobs WHERE finished_at IS NULL AND attempts = 0 AND run_at <= now()"
+        " AND locked_at IS NULL ORDER BY id DESC LIMIT 2)"
+    )
+    for state_sql in (
+        "locked_at IS NULL AND run_at <= now() AND attempts < max_attempts",
+        "locked_at IS NULL AND run_at > now() AND attempts < max_attempts",
+        "locked_at IS NOT NULL",
+        "locked_at IS NULL AND attempts >= max_attempts",
+    ):
+        conn.execute(
+            "UPDATE jobs SET cancelled_at = now() WHERE id IN (SELECT id FROM jobs WHERE"
+            f" finished_at IS NULL AND cancelled_at IS NULL AND {state_sql} ORDER BY id LIMIT 1)"
+        )
+    got = check(conn)
+    assert all(got["mail"][s] or got["sms"][s] for s in STATES), got
+    from itertools import combinations
+
+    answered = 0
+    for size in range(len(STATES) + 1):
+        for states in combinations(STATES, size):
+            for kind in (None, "mail", "sms"):
+                flt = JobFilter(states=states, kind=kind)
+                row = conn.execute(
+                    browse.statement(S, "browse_jobs_count"), browse.job_filter_params(flt)
+                ).fetchone()
+                assert row is not None
+                assert await browse.count_jobs(aconn, S, flt) == row[0], (kind, states)
+                capped = await browse.count_jobs_capped(aconn, S, flt, cap=5)
+                want = (5, True) if capped.capped else (row[0], False)
+                assert (capped.n, capped.capped) == want and row[0] >= capped.n, (kind, states)
+                answered += await browse._counted_jobs(aconn, S, flt) is not None
+    # The default view (every unfinished state) is read from the counts, exactly.
+    unfinished = JobFilter(states=("ready", "scheduled", "retrying", "running", "exhausted"))
+    counts_said = await browse._counted_jobs(aconn, S, unfinished)
+    assert counts_said is not None
+    assert (await browse.count_jobs_capped(aconn, S, unfinished, cap=5)).capped is False
+    assert answered > 3 * 8  # more than the single states and no filter

@@ -719,6 +719,37 @@ async def test_table_restyles_a_cell_whose_text_did_not_change() -> None:
         assert t.get_cell("k", "n").plain == "6"
 
 
+async def test_table_adds_a_next_page_below_the_rows_it_keeps() -> None:
+    """A next page adds rows under the shown ones: those rows keep their DataTable rows (not
+    cleared and added again), their changed cells are updated, and marks and cursor stay."""
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield KeyedTable(markable=True, id="t")
+
+    app = One()
+    async with app.run_test(size=(40, 10)) as pilot:
+        t = app.query_one("#t", KeyedTable)
+        t.setup_columns(("n", "n", 5))
+        t.sync([(str(i), [Text(str(i))]) for i in (9, 8, 7)])
+        await pilot.pause()
+        t.focus()
+        t.move_cursor(row=1)
+        t.action_toggle_mark()  # marks 8, the cursor moves to 7
+        kept = {key: t.rows[key] for key in t.rows}
+        t.sync([(str(i), [Text(str(i) + ("!" if i == 9 else ""))]) for i in (9, 8, 7, 6, 5)])
+        assert t.keys == ["9", "8", "7", "6", "5"]
+        assert all(t.rows[key] is row for key, row in kept.items())
+        assert t.get_cell("9", "n").plain == "9!" and t.get_cell("5", "n").plain == "5"
+        assert t.marked == {"8"} and t.current_key == "7"
+        assert [t.get_row_at(i)[1].plain for i in range(5)] == ["9!", "8", "7", "6", "5"]
+        # Not a page added below: the rows are placed again, in the new order (the row under
+        # the cursor, gone, stays struck through where it was).
+        t.sync([(str(i), [Text(str(i))]) for i in (4, 9, 8)])
+        assert t.keys == ["4", "9", "8"] and t.marked == {"8"} and t.ghost == "7"
+        assert [t.get_row_at(i)[1].plain for i in range(4)] == ["4", "9", "7", "8"]
+
+
 # --- issue 11: fast to the problem, safe to act ------------------------------------------
 
 

@@ -260,7 +260,9 @@ async def test_kind_screen_keys_jump_to_jobs_and_dead_letters(
         screen = await open_kind(app, pilot)
         await pilot.press("escape")
         await until(pilot, lambda: len(app.screen_stack) == 1)
-        assert app.active_tab == "overview" and not screen.is_attached
+        # The screen is kept for the next kind, and reads nothing while it is not shown.
+        assert app.active_tab == "overview" and app.screen is not screen
+        assert screen._timer is not None and not screen._timer._active.is_set()
 
 
 async def test_kind_screen_resumes_the_kind(dsn: str, conn: psycopg.Connection) -> None:

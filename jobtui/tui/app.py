@@ -219,6 +219,7 @@ class JobtuiApp(App[int]):
         self._held_timer: Timer | None = None
         self.writes = WriteController(self, self.link, self.actor, lambda: self.read_only)
         self.collector = Collector()  # full collections while nobody waits (see collector.py)
+        self._kind_screen: KindScreen | None = None  # built once, shown for any kind
 
     # --- layout --------------------------------------------------------------------------
 
@@ -591,7 +592,17 @@ class JobtuiApp(App[int]):
         self.open_detail(message.what, message.row_id)
 
     def on_kind_chosen(self, message: KindChosen) -> None:
-        self.push_screen(KindScreen(message.kind))
+        """The kind screen, built on first use and kept: building its widgets and styles again
+        for each kind was most of the console's time from Enter to the kind's figures."""
+        screen = self._kind_screen
+        if screen is None:
+            screen = self._kind_screen = KindScreen(message.kind)
+            self.install_screen(screen, name="kind")
+        elif screen.is_current:
+            return
+        else:
+            screen.show_kind(message.kind)
+        self.push_screen(screen)
 
     def on_kind_screen_jobs_asked(self, message: KindScreen.JobsAsked) -> None:
         self._leave_for("jobs")

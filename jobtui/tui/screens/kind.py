@@ -29,6 +29,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static
 
 from jobtui import kindinfo
@@ -78,6 +79,7 @@ class KindScreen(Screen[None]):
         self.kind = kind
         self.span = span
         self.info: KindInfo | None = None
+        self._timer: Timer | None = None
 
     @property
     def console(self) -> Host:
@@ -94,9 +96,31 @@ class KindScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#kind-errors").border_title = "errors"
         self.query_one("#kind-settings").border_title = "settings"
+        every = max(MIN_RELOAD_S, self.console.config.refresh_s)
+        self._timer = self.set_interval(every, self.reload, pause=True)
+
+    def on_screen_resume(self) -> None:
+        """Shown (the first time, or again for another kind): read the kind now, and every
+        few seconds while the screen is on top."""
         self.query_one("#kind-scroll").focus()
-        self.set_interval(max(MIN_RELOAD_S, self.console.config.refresh_s), self.reload)
+        if self._timer is not None:
+            self._timer.resume()
         self.reload()
+
+    def on_screen_suspend(self) -> None:
+        if self._timer is not None:
+            self._timer.pause()
+
+    def show_kind(self, kind: str) -> None:
+        """Show `kind` from now on (the app keeps one kind screen): what the last kind's
+        figures said is cleared, so they are never shown under this kind's name."""
+        if kind == self.kind:
+            return
+        self.kind, self.span, self.info = kind, "hour", None
+        self._set("#kind-head", Text("loading…", style="dim"))
+        for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
+            self._set(selector, Text(""))
+        self.query_one("#kind-scroll").scroll_home(animate=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in ("toggle_pause", "limits") and self.console.read_only)
@@ -108,6 +132,8 @@ class KindScreen(Screen[None]):
         except LinkDown as exc:
             self._set("#kind-head", Text(f"database unreachable: {exc.message}", style="bold"))
             return
+        if (info.kind, info.span) != (self.kind, self.span):
+            return  # read for the kind or span shown before (the screen is kept: show_kind)
         self.info = info
         self._show(info)
         self.refresh_bindings()

@@ -410,17 +410,19 @@ class KeyedTable(DataTable[Text]):
                 given.insert(min(position, len(given)), cursor_key)
         self._rows, self._given = new_rows, given
         keys = self._arranged()
+        kept = len(self._order)
         if keys == self._order:
-            for key in keys:
-                cells = self._visible(self._rows[key])
-                new = tuple(text_key(c) for c in cells)
-                old_key = self._cells.get(key)
-                if old_key == new:
-                    continue
-                for index, column in enumerate(self._columns):
-                    if old_key is None or old_key[index] != new[index]:
-                        self._put(key, column, cells[index])
-                self._cells[key] = new
+            self._update_cells(keys)
+            return
+        if kept and keys[:kept] == self._order:
+            # Rows added below the ones shown (the next page): the shown rows stay where they
+            # are and only the new ones are added (clearing and adding every row again took
+            # most of the console's time on `]` and `end` once several pages were loaded).
+            self._update_cells(self._order)
+            with self.app.batch_update():
+                for key in keys[kept:]:
+                    self._add(key)
+            self._order = keys
             return
         present = set(keys) - {self.ghost}
         gone_marks = self.marked - present
@@ -430,6 +432,26 @@ class KeyedTable(DataTable[Text]):
         if gone_marks:
             self.post_message(self.MarksChanged(self))
 
+    def _update_cells(self, keys: list[str]) -> None:
+        """Redraw the cells of `keys` (rows already shown) that would look different."""
+        for key in keys:
+            cells = self._visible(self._rows[key])
+            new = tuple(text_key(c) for c in cells)
+            old_key = self._cells.get(key)
+            if old_key == new:
+                continue
+            for index, column in enumerate(self._columns):
+                if old_key is None or old_key[index] != new[index]:
+                    self._put(key, column, cells[index])
+            self._cells[key] = new
+
+    def _add(self, key: str) -> None:
+        """Add the row `key` at the bottom."""
+        cells = self._visible(self._rows[key])
+        self._cells[key] = tuple(text_key(c) for c in cells)
+        prefix = (self._mark_cell(key),) if self.markable else ()
+        self.add_row(*prefix, *cells, key=key)
+
     def _place(self, keys: list[str], cursor_index: int, cursor_key: str | None = None) -> None:
         if cursor_key is None:
             cursor_key = self._key_at(cursor_index)
@@ -437,10 +459,7 @@ class KeyedTable(DataTable[Text]):
         self.clear(columns=False)
         self._cells = {}
         for key in keys:
-            cells = self._visible(self._rows[key])
-            self._cells[key] = tuple(text_key(c) for c in cells)
-            prefix = (self._mark_cell(key),) if self.markable else ()
-            self.add_row(*prefix, *cells, key=key)
+            self._add(key)
         self._order = keys
         if keys:
             if cursor_key in keys:
