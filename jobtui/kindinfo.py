@@ -2,11 +2,11 @@
 
 `load(conn, schema, kind, span)` reads everything in one read-only repeatable-read transaction
 (one instant), from the per-minute `kind_stats` rows the worker writes (done, failed, run-time
-histograms merged into p50/p95 with jobtui.stats), the kind's rows (its unfinished count by
-state now, and how that count changed minute by minute, which gives its depth over the span),
-its dead letters by error signature, and its settings: the handler's (as the last worker that
-declared it recorded them, migration 0018), the rows' own max_attempts, the pause (who, when),
-the limits in force and the workers that handle it.
+histograms merged into p50/p95 with jobtui.stats), its unfinished count by state now and how
+that count changed minute by minute (the counts and flow rows the count triggers keep), which
+gives its depth over the span, its dead letters by error signature, and its settings: the
+handler's (as the last worker that declared it recorded them, migration 0018), the rows' own
+max_attempts, the pause (who, when), the limits in force and the workers that handle it.
 
 The span is the last hour (60 one-minute buckets) or the last day (72 buckets of 20 minutes):
 both fit a chart at 80 columns.
@@ -147,24 +147,36 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         assert clock is not None
         since = clock["minute"] - timedelta(minutes=back - 1)
         params = {"kind": kind, "since": since, "limit": TOP_ERRORS}
+        statements = [
+            (sql, params)
+            for sql in (
+                q.kind_minutes,
+                q.metrics_state_counts,  # every kind's, from 0016's counts; this kind's is kept
+                q.kind_row_max_attempts,
+                q.kind_dead_count,
+                q.kind_depth_changes,
+                q.kind_dead_signatures,
+                q.kind_retry_errors,
+                q.kind_handler,
+                q.kind_paused,
+                q.kind_limits,
+                q.kind_workers,
+            )
+        ]
+        statements.append((q.metrics_flow, {"back": DRAIN_WINDOW_MIN - 1}))
+        # Sent at once (pipeline mode): the server reads while the console draws the screen
+        # that asked, instead of waiting for the console between statements.
+        cursors = []
+        async with conn.pipeline():
+            for sql, args in statements:
+                each = conn.cursor(row_factory=dict_row)
+                await each.execute(sql, args)
+                cursors.append(each)
         results: list[list[dict[str, Any]]] = []
-        for sql in (
-            q.kind_minutes,
-            q.metrics_state_counts,  # every kind's, from the counts 0016 keeps; this kind's is kept
-            q.kind_row_max_attempts,
-            q.kind_dead_count,
-            q.kind_depth_changes,
-            q.kind_dead_signatures,
-            q.kind_retry_errors,
-            q.kind_handler,
-            q.kind_paused,
-            q.kind_limits,
-            q.kind_workers,
-        ):
-            await cur.execute(sql, params)
-            results.append(await cur.fetchall())
-        await cur.execute(q.metrics_flow, {"back": DRAIN_WINDOW_MIN - 1})
-        flow = next((r for r in await cur.fetchall() if r["kind"] == kind), None)
+        for each in cursors:
+            results.append(await each.fetchall())
+            await each.close()
+        flow = next((r for r in results.pop() if r["kind"] == kind), None)
     (
         minutes,
         pending,

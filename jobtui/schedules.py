@@ -42,6 +42,7 @@ MAX_TICKS_PER_CALL = 600
 
 log = logging.getLogger("jobtui.schedules")
 
+
 class InvalidSchedule(ValueError):
     """A schedule declaration that cannot be used; str() says which field and why."""
 

@@ -322,3 +322,32 @@ async def test_console_through_transaction_pooling_shows_no_database_error(
             errors.update(n.message for n in app._notifications if n.severity == "error")
     assert errors == set()
     assert app.polls >= 8
+
+
+@pytest.mark.parametrize(
+    "pooler", ["tx_pooled_dsn", "tx_prepared_pooled_dsn", "session_pooled_dsn"]
+)
+async def test_kind_screen_reads_in_one_pipeline_through_each_pooler(
+    dsn: str, pooler: str, request: pytest.FixtureRequest
+) -> None:
+    """The kind screen sends its statements at once (pipeline mode, in one transaction): through
+    each pooling mode it reads what a direct connection reads, many times on one connection
+    (past psycopg's prepare threshold) and with other clients' reads between."""
+    from jobtui import kindinfo
+
+    pooled = request.getfixturevalue(pooler)
+    with connect(dsn) as conn:
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, attempts, last_error, run_at) SELECT 'crm', '{}',"
+            " g % 2, CASE WHEN g % 2 = 1 THEN 'E: boom' END, now() - interval '1 minute' * g"
+            " FROM generate_series(1, 30) g"
+        )
+    async with await aconnect(dsn) as direct:
+        want = await kindinfo.load(direct, "public", "crm", "hour")
+    async with await aconnect(pooled) as one, await aconnect(pooled) as other:
+        for _ in range(8):
+            got = await kindinfo.load(one, "public", "crm", "hour")
+            await kindinfo.load(other, "public", "crm", "day")
+            assert (got.unfinished, got.ready, got.retrying) == (30, 30, 15)
+            assert [b.depth for b in got.buckets] == [b.depth for b in want.buckets]
+            assert got.retry_errors == want.retry_errors and got.workers == want.workers

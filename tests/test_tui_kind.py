@@ -74,6 +74,16 @@ def history(conn: psycopg.Connection, kind: str = "export_crm") -> None:
     )
     add_dead(conn, kind, "TimeoutError: export took 31 s", n=3)
     add_dead(conn, kind, "KeyError: 'account'", n=1)
+    # The flow of that story, as the count triggers write it when it happens (the rows above
+    # were written now, with past times): 9 arrived 30 min ago, 4 departed 5 min ago (done),
+    # 4 departed now (into dead_letters).
+    conn.execute("DELETE FROM job_flow WHERE kind = %s", (kind,))
+    conn.execute(
+        "INSERT INTO job_flow (minute, kind, arrived, departed) VALUES "
+        "(%(m)s - interval '30 minutes', %(k)s, 9, 0), (%(m)s - interval '5 minutes', %(k)s, 0, 4),"
+        " (%(m)s, %(k)s, 0, 4)",
+        {"m": minute, "k": kind},
+    )
     add_dead(conn, "other", "ValueError: nope", n=2)
     conn.execute("INSERT INTO paused_kinds (kind, paused_by) VALUES (%s, 'ann@ops')", (kind,))
     conn.execute(
@@ -117,6 +127,13 @@ async def test_load_reads_history_errors_and_settings(
     assert depths[-2] == 9
     assert depths[-10] == 13 and depths[-29] == 13
     assert depths[-40] == 4
+    # The finished jobs pruned (deleted, as `jobtui prune` does): the depth before is what it
+    # was (it came from the rows themselves before migration 0022 and read 9 from 6 to 29
+    # minutes ago); an INSERT now arrives in the current minute.
+    conn.execute("DELETE FROM jobs WHERE kind = 'export_crm' AND finished_at IS NOT NULL")
+    conn.execute("INSERT INTO jobs (kind, payload) VALUES ('export_crm', '{}')")
+    again = await kindinfo.load(aconn, "public", "export_crm", "hour")
+    assert [b.depth for b in again.buckets] == depths[:-1] + [6]
     assert (info.unfinished, info.ready, info.retrying) == (5, 2, 1)
     assert info.dead == 4
     assert [(g.text, g.count) for g in info.dead_errors] == [

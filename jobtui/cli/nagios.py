@@ -95,4 +95,3 @@ def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
 def unknown(message: str) -> tuple[int, str]:
     """The UNKNOWN line for a failure to read the figures."""
     return UNKNOWN, f"JOBTUI UNKNOWN - {message}"
-

@@ -23,33 +23,12 @@ FROM (SELECT j.max_attempts FROM __schema__.jobs j
       WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL AND j.kind = %(kind)s) u
 
 -- name: kind_depth_changes
--- How the kind's unfinished count changed, per minute since %(since)s: +1 when a row was
--- created, -1 when it finished (done or cancelled, in jobs) or died (into dead_letters). The
--- caller walks back from the count now (metrics_state_counts). Rows pruned since %(since)s are
--- missing, so the depth before a prune reads lower than it was. Reads the kind's waiting rows
--- (jobs_waiting_kind_id), its running ones (jobs_running), the rows finished since %(since)s
--- (jobs_finished) and the dead letters that died since then (dead_letters_died).
-WITH r AS (
-  SELECT j.created_at, NULL::timestamptz AS left_at
-  FROM __schema__.jobs j
-  WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.kind = %(kind)s
-  UNION ALL
-  SELECT j.created_at, NULL
-  FROM __schema__.jobs j
-  WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL AND j.kind = %(kind)s
-  UNION ALL
-  SELECT j.created_at, j.finished_at
-  FROM __schema__.jobs j
-  WHERE j.finished_at >= %(since)s AND j.kind = %(kind)s
-  UNION ALL
-  SELECT d.created_at, d.died_at
-  FROM __schema__.dead_letters d
-  WHERE d.died_at >= %(since)s AND d.kind = %(kind)s
-)
-SELECT date_trunc('minute', e.at) AS minute, sum(e.delta)::bigint AS delta
-FROM r CROSS JOIN LATERAL (VALUES (r.created_at, 1), (r.left_at, -1)) AS e(at, delta)
-WHERE e.at >= %(since)s
-GROUP BY 1
+-- How the kind's unfinished count changed, per minute since %(since)s: rows that arrived (an
+-- INSERT) less rows that departed (a finish, a DELETE, a move to dead_letters), from the flow
+-- rows the count triggers write for every writer (migration 0022). The caller walks back from
+-- the count now (metrics_state_counts).
+SELECT m.minute, (m.arrived - m.departed)::bigint AS delta
+FROM __schema__.jobtui_kind_flow_minutes(%(kind)s, %(since)s) m
 
 -- name: kind_dead_count
 -- Exact, from migration 0015's per-kind counts (as the Overview's).
