@@ -133,7 +133,7 @@ async def test_load_reads_history_errors_and_settings(
     conn.execute("DELETE FROM jobs WHERE kind = 'export_crm' AND finished_at IS NOT NULL")
     conn.execute("INSERT INTO jobs (kind, payload) VALUES ('export_crm', '{}')")
     again = await kindinfo.load(aconn, "public", "export_crm", "hour")
-    assert [b.depth for b in again.buckets] == depths[:-1] + [6]
+    assert [b.depth for b in again.buckets] == [*depths[:-1], 6]
     assert (info.unfinished, info.ready, info.retrying) == (5, 2, 1)
     assert info.dead == 4
     assert [(g.text, g.count) for g in info.dead_errors] == [
