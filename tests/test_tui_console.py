@@ -778,9 +778,17 @@ async def test_jobs_open_on_unfinished_sort_and_prefix_filter(
         await pilot.press("s")
         assert jobs.sort_column == "id" and "id▲" in rendered(jobs).splitlines()[0]
         assert jobs.keys == sorted(jobs.keys, key=int)
+        jobs.move_cursor(row=1)
+        under = jobs.current_key
+        rows = {key: jobs.rows[key] for key in jobs.rows}
         await pilot.press("S")
         assert "id▼" in rendered(jobs).splitlines()[0]
         assert jobs.keys == sorted(jobs.keys, key=int, reverse=True)
+        # Reordered where they are: the same rows, drawn in the new order, the cursor on its row.
+        assert all(jobs.rows[key] is row for key, row in rows.items())
+        await pilot.pause()
+        drawn = [line.split()[0] for line in rendered(jobs).splitlines()[1:6]]
+        assert drawn == jobs.keys and jobs.current_key == under
         await pilot.press("s")
         assert jobs.sort_column == "kind"
         await fresh(app, pilot)  # a refresh keeps the sort

@@ -28,6 +28,7 @@ from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.message import Message
 from textual.widgets import DataTable
+from textual._two_way_dict import TwoWayDict
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from jobtui.tui.sorting import sort_value
@@ -527,8 +528,23 @@ class KeyedTable(DataTable[Text]):
         self._resort()
 
     def _resort(self) -> None:
+        """The rows in the new order and the header's ▲/▼ moved, the cursor on its row.
+
+        The rows are reordered where they are (as DataTable.sort does), not cleared and added
+        again: that took most of `s`/`S` on a few pages of jobs."""
         key = self.current_key
-        self._rebuild()
+        keys = self._arranged()
+        if self._scrolled or sorted(keys) != sorted(self._order):
+            self._rebuild()  # the `←` of a sideways scroll is in a label: drawn afresh
+        else:
+            by_key = {c.key: c for c in self._specs}
+            for column_key in self._columns:
+                self.columns[ColumnKey(column_key)].label = self._label(by_key[column_key])
+            self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(keys)})
+            self._order = keys
+            self._update_count += 1  # DataTable's render caches are keyed on it
+            self._require_update_dimensions = True
+            self.refresh()
         if key is not None and key in self._order:
             self.move_cursor(row=self._order.index(key), animate=False)
 
