@@ -22,13 +22,13 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.events import Resize
 from textual.message import Message
 from textual.widgets import DataTable
-from textual._two_way_dict import TwoWayDict
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from jobtui.tui.sorting import sort_value
