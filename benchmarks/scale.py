@@ -172,14 +172,23 @@ Probe = Callable[[psycopg.AsyncConnection], Awaitable[Any]]
 
 
 def probes() -> dict[str, Probe]:
-    from jobtui import browse, metrics
-    from jobtui.models import DeadFilter, JobFilter
+    from jobtui import browse, kindinfo, metrics
+    from jobtui.models import PENDING_STATES, DeadFilter, JobFilter
 
     s = "public"
+    unfinished = JobFilter(states=PENDING_STATES)
+    succeeded = JobFilter(states=("succeeded",))
     return {
         "snapshot (Overview, Kinds, Workers)": lambda c: metrics.snapshot(c, s),
-        "Jobs tab: first page": lambda c: browse.list_jobs(c, s, JobFilter(), limit=100),
-        "Jobs tab: count (no filter)": lambda c: browse.count_jobs(c, s, JobFilter()),
+        "Jobs tab: first page": lambda c: browse.list_jobs(c, s, unfinished, limit=100),
+        "Jobs tab: count (unfinished, `#`)": lambda c: browse.count_jobs(c, s, unfinished),
+        "all jobs (`a`): first page": lambda c: browse.list_jobs(c, s, JobFilter(), limit=100),
+        "all jobs: count": lambda c: browse.count_jobs(c, s, JobFilter()),
+        "kind screen (one kind, hour)": lambda c: kindinfo.load(c, s, KINDS[4], "hour"),
+        "filter: jobs succeeded": lambda c: browse.list_jobs(c, s, succeeded, limit=100),
+        "filter: jobs succeeded + text": lambda c: browse.list_jobs(
+            c, s, JobFilter(states=("succeeded",), text="no-such-text-zq"), limit=100
+        ),
         "Dead tab: groups": lambda c: browse.dead_groups(c, s, DeadFilter()),
         "Dead tab: first page": lambda c: browse.list_dead(c, s, DeadFilter(), limit=100),
         "filter: jobs kind + ready": lambda c: browse.list_jobs(
