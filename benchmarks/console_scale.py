@@ -3,7 +3,11 @@
 Drives the console (`JobtuiApp.run_test()` + Pilot, 120x40) against benchmarks/scale.py's data
 set (2,000,000 finished, 200,000 ready, 50,000 scheduled, 100,000 dead letters, 20 kinds, a
 stale visibility map) and prints p50/p95 per key of the time from the key press to the new
-data on screen. Targets: every key ≤ 150 ms, a filter ≤ 300 ms.
+data on screen. Targets: every key ≤ 150 ms, a filter ≤ 300 ms. The keys: each tab's digit,
+Enter on a job, a dead letter and (another each round) a kind of the Overview, the next dead
+letter group, on Jobs `end` (the last row: the next page), `s`, `S` and `#`, and filters typed
+into the prompt; between rounds the Jobs tab goes back to how it opens (one page of the
+unfinished jobs, the pane's own order).
 
 "Drawn" is measured, not assumed. A key goes in as a terminal's would (a Key event sent through
 the app's driver, without Pilot's waits for an idle CPU, which would be timed too). Each pane's
