@@ -42,11 +42,13 @@ SELECT pg_backend_pid()
 -- 2.35M rows, benchmarks/console_scale.py). So it starts at the newest finished id, found in
 -- jobs_finished_kind_id (kind, id): one probe per kind for the kinds (skipping through the
 -- index) and one for each kind's newest row (the kind as a range of one value, as in
--- browse_job_where: with `=` the planner walked the primary key instead). Exact in the statement's snapshot: no finished
--- row lies above it (none at all when there is no finished row).
+-- browse_job_where: with `=` the planner walked the primary key instead). Exact in the
+-- statement's snapshot: no finished row lies above it (none at all when there is no finished
+-- row). A reader of one kind (every reader here takes %(kind)s) has that kind's index in id
+-- order, so the bound is skipped (the planner folds the test of the parameter away).
 (SELECT 'finished'::text AS jobtui_phase, * FROM __schema__.jobs
  WHERE finished_at IS NOT NULL
-   AND id <= (
+   AND (%(kind)s::text IS NOT NULL OR id <= (
      WITH RECURSIVE kinds AS (
        (SELECT f.kind FROM __schema__.jobs f WHERE f.finished_at IS NOT NULL
         ORDER BY f.kind LIMIT 1)
@@ -58,7 +60,7 @@ SELECT pg_backend_pid()
      SELECT max((SELECT f.id FROM __schema__.jobs f
                  WHERE f.finished_at IS NOT NULL AND f.kind >= k.kind AND f.kind <= k.kind
                  ORDER BY f.kind DESC, f.id DESC LIMIT 1))
-     FROM kinds k WHERE k.kind IS NOT NULL))
+     FROM kinds k WHERE k.kind IS NOT NULL)))
 
 -- name: job_rows
 -- A fragment: every row of `jobs` with the same `jobtui_phase` column, from the table itself
