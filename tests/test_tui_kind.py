@@ -4,6 +4,7 @@ declared handler and workers; its keys jump to the kind's jobs and dead letters,
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -176,11 +177,11 @@ def screen_text(app: JobtuiApp) -> str:
     )
 
 
-async def open_kind(app: JobtuiApp, pilot: Any) -> KindScreen:
+async def open_kind(app: JobtuiApp, pilot: Any, kind: str = "export_crm") -> KindScreen:
     table = app.query_one("#overview-pane KeyedTable", KeyedTable)
-    await until(pilot, lambda: "export_crm" in table.keys)
+    await until(pilot, lambda: kind in table.keys)
     table.focus()
-    table.move_cursor(row=table.get_row_index("export_crm"))
+    table.move_cursor(row=table.get_row_index(kind))
     await pilot.press("enter")
     await until(pilot, lambda: isinstance(app.screen, KindScreen))
     screen = app.screen
@@ -188,6 +189,46 @@ async def open_kind(app: JobtuiApp, pilot: Any) -> KindScreen:
     await until(pilot, lambda: screen.info is not None)
     await pilot.pause()
     return screen
+
+
+async def test_the_kept_kind_screen_never_shows_one_kind_under_another(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The app builds the kind screen once: opened on another kind it clears what the last
+    kind showed before its own figures come, and opens on the last hour as a new one would."""
+    history(conn)
+    conn.execute(
+        "INSERT INTO jobs (kind, payload) SELECT 'sms.send', '{}' FROM generate_series(1, 7)"
+    )
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(100, 30)) as pilot:
+        first = await open_kind(app, pilot)
+        assert "export_crm" in rendered(first.query_one("#kind-head"))
+        await pilot.press("t")  # the last day
+        await until(pilot, lambda: first.info is not None and first.info.span == "day")
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, KindScreen))
+        # Its read made slow (the real one, after a pause), so the screen is seen before it.
+        real_load = kindinfo.load
+
+        async def slow_load(*args: Any) -> kindinfo.KindInfo:
+            await asyncio.sleep(0.3)
+            return await real_load(*args)
+
+        monkeypatch.setattr(kindinfo, "load", slow_load)
+        table = app.query_one("#overview-pane KeyedTable", KeyedTable)
+        table.focus()
+        table.move_cursor(row=table.get_row_index("sms.send"))
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen is first)
+        await pilot.pause(0.05)
+        assert first.info is None and "loading" in rendered(first.query_one("#kind-head"))
+        assert "export_crm" not in rendered(first)
+        await until(pilot, lambda: first.info is not None)
+        await pilot.pause()
+        text = rendered(first.query_one("#kind-head"))
+        assert "sms.send" in text and "7 unfinished" in text and "last hour" in text
+        assert first.info.kind == "sms.send" and first.info.span == "hour"
 
 
 async def test_enter_on_a_kind_opens_its_screen_at_80x24(

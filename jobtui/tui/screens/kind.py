@@ -112,10 +112,11 @@ class KindScreen(Screen[None]):
             self._timer.pause()
 
     def show_kind(self, kind: str) -> None:
-        """Show `kind` from now on (the app keeps one kind screen): what the last kind's
-        figures said is cleared, so they are never shown under this kind's name."""
-        if kind == self.kind:
-            return
+        """Show `kind` over the last hour from now on, as a new screen would (the app keeps one
+        kind screen): figures of another kind or span are cleared, so they are never shown
+        under this kind's name."""
+        if (kind, "hour") == (self.kind, self.span):
+            return  # what it shows is of this kind and span: kept until the read replaces it
         self.kind, self.span, self.info = kind, "hour", None
         self._set("#kind-head", Text("loading…", style="dim"))
         for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
