@@ -113,7 +113,7 @@ async def _deep_page(conn: psycopg.AsyncConnection, depth: int) -> Any:
 
 
 def probes() -> dict[str, Probe]:
-    from jobtui import browse, metrics
+    from jobtui import browse, kindinfo, metrics
     from jobtui.models import PENDING_STATES, DeadFilter, JobFilter
 
     s = "public"
@@ -128,6 +128,10 @@ def probes() -> dict[str, Probe]:
         "filter: one kind, succeeded": lambda c: browse.list_jobs(
             c, s, JobFilter(states=("succeeded",), kind=KINDS[3])
         ),
+        "filter: succeeded (every kind)": lambda c: browse.list_jobs(
+            c, s, JobFilter(states=("succeeded",))
+        ),
+        "kind screen (one kind, last day)": lambda c: kindinfo.load(c, s, KINDS[3], "day"),
         "filter: payload search (all jobs)": lambda c: browse.list_jobs(
             c, s, JobFilter(text="cust-4242")
         ),
@@ -176,12 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         db = ensure(args.dsn, n, args.rebuild)
         results[n] = asyncio.run(measure(conninfo.make_conninfo(args.dsn, dbname=db), args.runs))
-    head = "".join(f"{f'{n:,} finished p50/p95 ms':>30}" for n in sizes)
+    head = "".join(f"  {f'{n:,} finished p50/p95 ms':>32}" for n in sizes)
     print(f"\n{READY:,} ready, {DEAD:,} dead letters, {len(KINDS)} kinds; {args.runs} runs\n")
     print(f"{'read':40}{head}")
     for label in probes():
         cells = "".join(
-            f"{statistics.median(t):18.1f} /{percentile(t, 95):9.1f}"
+            f"  {statistics.median(t):21.1f} /{percentile(t, 95):9.1f}"
             for t in (results[n][label] for n in sizes)
         )
         print(f"{label:40}{cells}")
