@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 from test_tui_actions import add_dead, choices, confirm, noted
-from test_tui_console import goto, rendered, table, until
+from test_tui_console import fresh, goto, rendered, table, until
 
 from jobtui import browse
 from jobtui.console_config import ConsoleConfig
@@ -264,3 +264,29 @@ async def test_run_again_from_the_jobs_table(dsn: str, conn: psycopg.Connection)
         ((new_id, finished),) = new.fetchall()
         assert finished is None
         await until(pilot, lambda: str(new_id) in jobs.keys)
+
+
+async def test_a_refresh_remakes_only_the_rows_that_changed(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Rows that look the same keep their cells (the table skips them); a job that changed
+    state, or whose payload changed, is drawn afresh."""
+    # Due in 10 days and half an hour: the `when` they show ("in 10d0h") holds for 30 minutes.
+    ids = add_jobs(conn, "mail", 4, run_at="now() + interval '10 days 30 minutes'")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: len(jobs.keys) == 4)
+        before = {key: jobs._rows[key] for key in jobs.keys}
+        conn.execute(
+            "UPDATE jobs SET locked_at = now(), locked_by = 'w:1' WHERE id = %s", (ids[0],)
+        )
+        conn.execute("""UPDATE jobs SET payload = '{"changed": 1}' WHERE id = %s""", (ids[1],))
+        await fresh(app, pilot)
+        await until(pilot, lambda: jobs.get_cell(str(ids[0]), "state").plain == "running")
+        after = {key: jobs._rows[key] for key in jobs.keys}
+        assert after[str(ids[0])] is not before[str(ids[0])]
+        assert after[str(ids[1])] is not before[str(ids[1])]
+        assert "changed" in jobs._rows[str(ids[1])][5].plain
+        assert all(after[str(i)] is before[str(i)] for i in ids[2:])

@@ -400,7 +400,10 @@ class KeyedTable(DataTable[Text]):
             self.ghost = None
         cursor_key = None if self._new_view else self._key_at(self.cursor_row)
         self._new_view = False
-        new_rows = {key: list(cells) for key, cells in rows}
+        # A list of cells is kept as given (not copied): the very list given last time is
+        # taken as the same cells (a pane that keeps a row's cells never changes them).
+        old_rows = self._rows
+        new_rows = {key: cells if isinstance(cells, list) else list(cells) for key, cells in rows}
         given = [key for key, _ in rows]
         if cursor_key is not None and cursor_key not in new_rows and self.has_focus:
             old = self._rows.get(cursor_key)
@@ -413,13 +416,13 @@ class KeyedTable(DataTable[Text]):
         keys = self._arranged()
         kept = len(self._order)
         if keys == self._order:
-            self._update_cells(keys)
+            self._update_cells(keys, old_rows)
             return
         if kept and keys[:kept] == self._order:
             # Rows added below the ones shown (the next page): the shown rows stay where they
             # are and only the new ones are added (clearing and adding every row again took
             # most of the console's time on `]` and `end` once several pages were loaded).
-            self._update_cells(self._order)
+            self._update_cells(self._order, old_rows)
             with self.app.batch_update():
                 for key in keys[kept:]:
                     self._add(key)
@@ -433,10 +436,14 @@ class KeyedTable(DataTable[Text]):
         if gone_marks:
             self.post_message(self.MarksChanged(self))
 
-    def _update_cells(self, keys: list[str]) -> None:
-        """Redraw the cells of `keys` (rows already shown) that would look different."""
+    def _update_cells(self, keys: list[str], old_rows: dict[str, list[Text]]) -> None:
+        """Redraw the cells of `keys` (rows already shown) that would look different; a row
+        given as the same list as before (`old_rows`) is the same."""
         for key in keys:
-            cells = self._visible(self._rows[key])
+            given = self._rows[key]
+            if old_rows.get(key) is given:
+                continue
+            cells = self._visible(given)
             new = tuple(text_key(c) for c in cells)
             old_key = self._cells.get(key)
             if old_key == new:
