@@ -8,7 +8,9 @@
 -- and departed (a finish, a DELETE: also a move to dead_letters), for every writer, and keep
 -- them 7 days: the same changes, a few hundred rows to sum. They are also right where the rows
 -- were not: a prune, or a consumer that deletes what it did, no longer reads as a lower depth
--- before it. Readable by any role that reads the snapshot, as jobtui_job_flow().
+-- before it (a TRUNCATE of `jobs` still does: it empties the counts and writes no departures).
+-- Rows count in the minute their transaction began (now()), as created_at and finished_at do.
+-- Readable by any role that reads the snapshot, as jobtui_job_flow().
 CREATE OR REPLACE FUNCTION __schema__.jobtui_kind_flow_minutes(for_kind text, since timestamptz)
 RETURNS TABLE (minute timestamptz, arrived bigint, departed bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
