@@ -466,3 +466,43 @@ async def test_every_set_of_states_counts_as_its_rows(
     assert counts_said is not None
     assert (await browse.count_jobs_capped(aconn, S, unfinished, cap=5)).capped is False
     assert answered > 3 * 8  # more than the single states and no filter
+
+
+async def test_finished_rows_are_read_past_a_thousand_kinds_and_an_infinite_run_at(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Reads of finished rows start at the newest finished id, found by a probe per kind; past
+    1,000 kinds they walk from the top instead: either way every finished row is read, newest
+    first. A run_at of -infinity or infinity (plain SQL allows both) is shown clamped."""
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, finished_at) SELECT 'k' || g, '{}', now()"
+        " FROM generate_series(1, 1001) g"
+    )
+    insert(conn, "later", 5)  # unfinished rows above every finished one
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at) VALUES ('odd', '{}', '-infinity'),"
+        " ('odd', '{}', 'infinity')"
+    )
+    finished = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM jobs WHERE finished_at IS NOT NULL ORDER BY id DESC"
+        ).fetchall()
+    ]
+    for drop in (0, 1):  # 1,001 kinds, then 1,000
+        if drop:
+            conn.execute("DELETE FROM jobs WHERE kind = 'k1'")
+            finished = finished[:-1]
+        seen: list[int] = []
+        before = None
+        while True:
+            page = await browse.list_jobs(
+                aconn, S, JobFilter(states=("succeeded",)), before=before, limit=300
+            )
+            seen += [r.id for r in page.rows]
+            if page.next_before is None:
+                break
+            before = page.next_before
+        assert seen == finished
+    rows = (await browse.list_jobs(aconn, S, JobFilter(kind="odd"))).rows
+    assert sorted(r.run_at.year for r in rows) == [1, 9999]

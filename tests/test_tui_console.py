@@ -748,6 +748,11 @@ async def test_table_adds_a_next_page_below_the_rows_it_keeps() -> None:
         t.sync([(str(i), [Text(str(i))]) for i in (4, 9, 8)])
         assert t.keys == ["4", "9", "8"] and t.marked == {"8"} and t.ghost == "7"
         assert [t.get_row_at(i)[1].plain for i in range(4)] == ["4", "9", "7", "8"]
+        assert t.current_key is None  # `c` and `r` do nothing on a row that is gone
+        # The row comes back: a row like any other again, under the cursor.
+        t.sync([(str(i), [Text(str(i))]) for i in (4, 9, 7, 8)])
+        assert t.ghost is None and t.keys == ["4", "9", "7", "8"] and t.current_key == "7"
+        assert t.get_cell("7", "n").style != "dim strike"
 
 
 # --- issue 11: fast to the problem, safe to act ------------------------------------------

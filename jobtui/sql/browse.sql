@@ -64,9 +64,9 @@ AND (%(error)s::text IS NULL OR d.last_error ILIKE %(error)s::text ESCAPE '\')
 
 -- name: browse_job_columns
 -- The columns of a JobRow (spliced in as __job_columns__). Payloads come back as text and
--- run_at is clamped to year 9999, so that one row a Python client cannot decode (jsonb nested
--- deeper than json.loads allows, a date after 9999, both insertable by plain SQL) shows as
--- such instead of breaking the page.
+-- run_at is clamped to years 1-9999, so that one row a Python client cannot decode (jsonb
+-- nested deeper than json.loads allows, a date after 9999 or `-infinity`, all insertable by
+-- plain SQL) shows as such instead of breaking the page.
 j.id, j.kind,
 CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
      WHEN j.finished_at IS NOT NULL THEN 'succeeded'
@@ -76,14 +76,17 @@ CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
      WHEN j.run_at > now() THEN 'scheduled'
      ELSE 'ready' END AS state,
 j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
-least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at, j.created_at,
+greatest(least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz),
+         '0001-01-02 00:00:00+00'::timestamptz) AS run_at, j.created_at,
 j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,
 j.last_error, j.errors, j.unique_key
 
 -- name: browse_dead_columns
 -- The columns of a DeadLetterRow (spliced in as __dead_columns__), read as for jobs.
 d.id, d.kind, d.payload::text AS payload, d.priority, d.attempts, d.max_attempts,
-d.created_at, least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz) AS run_at,
+d.created_at,
+greatest(least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz),
+         '0001-01-02 00:00:00+00'::timestamptz) AS run_at,
 d.last_error, d.errors, d.reason, d.died_at, d.error_signature, d.unique_key
 
 -- name: browse_jobs_page

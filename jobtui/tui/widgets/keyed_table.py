@@ -396,8 +396,10 @@ class KeyedTable(DataTable[Text]):
         until the cursor leaves it: the cursor never lands on another row by itself, so a
         repeated key cannot act on a row the operator did not choose.
         """
-        if self.ghost is not None and (self._new_view or not self.on_ghost):
-            self.ghost = None
+        if self.ghost is not None and (
+            self._new_view or not self.on_ghost or any(key == self.ghost for key, _ in rows)
+        ):
+            self.ghost = None  # left, or a new view, or the row is back: a row like any other
         cursor_key = None if self._new_view else self._key_at(self.cursor_row)
         self._new_view = False
         # A list of cells is kept as given (not copied): the very list given last time is
