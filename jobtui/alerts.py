@@ -5,8 +5,9 @@ The console's alarm list, `jobtui check` and `jobtui stats --prometheus` all cal
 disagree. A rule names a figure (`MEASURES`) and gives it a warning and/or critical level; a
 value strictly above a level reaches it (equal is still fine, as `check` has always done).
 
-Rules apply per kind (defaults for every kind, overridden for kind names or glob patterns such
-as `export_*`) or to the whole queue (kind `*`, the totals `check`'s flags have always read).
+Rules apply per kind (defaults for every kind, overridden for exact kind names such as
+`sync[eu]`, or for glob patterns written with a `glob:` prefix such as `glob:export_*`) or to the
+whole queue (kind `*`, the totals `check`'s flags have always read).
 Where they come from (the config file's `[alerts]` table, or `check`'s flags) is decided by
 the caller; this module parses the table but reads no file.
 """
@@ -180,30 +181,45 @@ MEASURES: dict[str, Measure] = {
 }
 RULE_ORDER = {name: i for i, name in enumerate(MEASURES)}
 
-# What the console showed before rules existed: oldest ready at 5m/30m, failing at 10%, any
+# What the console showed before rules existed: oldest ready at 5m/30m, failing at 10% (and
+# critical at 30%: a kind failing one attempt in three needs someone now), any
 # dead letter, ready jobs of a kind no live worker handles. Drain time is off until asked for:
 # a steady queue with a small backlog is "not draining" by design.
 DEFAULT_KIND_RULES: dict[str, Threshold] = {
     "oldest_ready": Threshold(300.0, 1800.0),
     "dead_letters": Threshold(warn=0),
-    "failure_rate": Threshold(warn=0.10),
+    "failure_rate": Threshold(warn=0.10, crit=0.30),
     "no_worker": Threshold(warn=0),
 }
 
 
+GLOB = "glob:"  # `[alerts.kinds."glob:export_*"]`: a pattern, not a name
+NAME = "name:"  # `[alerts.kinds."name:odd*kind"]`: a name that holds `*` or `?`
+
+
 @dataclass(frozen=True)
 class KindOverride:
-    """Rules for the kinds a name or glob pattern matches; None switches a rule off."""
+    """Rules for one kind by its exact name, or for the kinds a `glob:` pattern matches (the
+    only way to write a pattern: `sync[eu]` is a kind's name, never a character class);
+    None switches a rule off."""
 
     pattern: str
     rules: Mapping[str, Threshold | None]
 
     @property
     def is_glob(self) -> bool:
-        return any(c in self.pattern for c in "*?[")
+        return self.pattern.startswith(GLOB)
+
+    @property
+    def name(self) -> str:
+        """The exact kind name, or the glob without its prefix."""
+        for prefix in (GLOB, NAME):
+            if self.pattern.startswith(prefix):
+                return self.pattern[len(prefix) :]
+        return self.pattern
 
     def matches(self, kind: str) -> bool:
-        return fnmatch.fnmatchcase(kind, self.pattern) if self.is_glob else kind == self.pattern
+        return fnmatch.fnmatchcase(kind, self.name) if self.is_glob else kind == self.name
 
 
 @dataclass(frozen=True)
@@ -215,8 +231,9 @@ class AlertRules:
     queue: Mapping[str, Threshold] = field(default_factory=dict)
 
     def for_kind(self, kind: str) -> dict[str, Threshold]:
-        """The rules for `kind`: the defaults, then matching globs in the order written, then
-        its exact name; each override replaces the whole rule it names (both levels)."""
+        """The rules for `kind`: the defaults, then matching `glob:` patterns in the order
+        written, then its exact name; each override replaces the whole rule it names (both
+        levels)."""
         rules: dict[str, Threshold | None] = dict(self.kind_defaults)
         for override in sorted(self.overrides, key=lambda o: not o.is_glob):
             if override.matches(kind):
@@ -389,8 +406,14 @@ def parse_rules(table: object, oldest_ready: Threshold | None = None) -> AlertRu
     overrides = []
     for pattern, rules in _table("[alerts.kinds]", alerts.get("kinds", {})).items():
         here = f'[alerts.kinds."{pattern}"]'
-        if not str(pattern).strip():
+        override = KindOverride(str(pattern), {})
+        if not override.name.strip():
             raise InvalidRule(f"{here}: a kind name or pattern must not be empty")
+        if not override.pattern.startswith((GLOB, NAME)) and any(c in pattern for c in "*?"):
+            raise InvalidRule(
+                f'{here}: a pattern is written "glob:{pattern}" (a kind whose name holds * or ? '
+                f'is written "name:{pattern}")'
+            )
         overrides.append(KindOverride(str(pattern), _rules(here, _table(here, rules), "kind")))
     queue = _rules("[alerts.queue]", _table("[alerts.queue]", alerts.get("queue", {})), "queue")
     return AlertRules(

@@ -28,7 +28,7 @@ CONFIG = """
 oldest_ready = { warn = "10m", crit = "30m" }
 failure_rate = { warn = 0.1, crit = "30%" }
 
-[alerts.kinds."export_*"]
+[alerts.kinds."glob:export_*"]
 dead_letters = { warn = 0, crit = 2 }
 
 [alerts.kinds.report]
@@ -97,11 +97,12 @@ async def _console_verdicts(dsn: str, rules: AlertRules) -> list[Verdict]:
     return alerts.assess(await _console_snapshot(dsn), rules)
 
 
-def _check_firing(line: str) -> set[tuple[str, str]]:
-    """(rule, kind) of each problem in a `check` status line."""
-    summary = line.split(" - ", 1)[1].split(" | ", 1)[0]
+def _check_firing(output: str) -> set[tuple[str, str]]:
+    """(rule, kind) of each problem in `check`'s output (one line per problem after the
+    status line)."""
     found = set()
-    for problem in summary.split("; "):
+    for line in output.splitlines()[1:]:
+        problem = line.split(": ", 1)[1]
         text, rule = problem.rsplit(" [", 1)
         kind = text.split(": ", 1)[0] if ": " in text else QUEUE
         found.add((rule.rstrip("]"), kind))
@@ -156,13 +157,13 @@ async def test_one_verdict_in_the_console_check_and_prometheus(
 
     proc = run_cli("check", "--config", str(path), dsn=dsn)
     assert proc.returncode == 2 and proc.stderr == "", (proc.stdout, proc.stderr)
-    (line,) = proc.stdout.splitlines()
-    assert line.startswith("JOBTUI CRITICAL - "), line
+    line = proc.stdout
+    assert line.startswith("JOBTUI CRITICAL - 3 critical, 2 warning: send_email: "), line
     assert _check_firing(line) == set(EXPECTED), line
     assert "send_email: oldest ready job 40m" in line and "> 30m00s [oldest_ready]" in line
     assert "orphan: no live worker handles it (2 ready) [no_worker]" in line
     assert "flaky: failure rate 40% > 30% [failure_rate]" in line
-    assert "; ready jobs 7 > 5 [ready]" in line and "ready=7;5;100;0;" in line
+    assert "\nWARNING: ready jobs 7 > 5 [ready]" in line and "ready=7;5;100;0;" in line
 
     prom = _prometheus_alerts(
         assert_ok(run_cli("stats", "--prometheus", "--config", str(path), dsn=dsn))
@@ -202,7 +203,7 @@ async def test_the_verdicts_follow_the_data_everywhere(
     expected = {k: v for k, v in EXPECTED.items() if k[0] not in {"no_worker", "dead_letters"}}
     console = {(v.rule, v.kind): v.level for v in await _console_verdicts(dsn, rules) if v.firing}
     assert console == expected
-    (line,) = run_cli("check", "--config", str(path), dsn=dsn).stdout.splitlines()
+    line = run_cli("check", "--config", str(path), dsn=dsn).stdout
     assert _check_firing(line) == set(expected), line
     prom = _prometheus_alerts(
         assert_ok(run_cli("stats", "--prometheus", "--config", str(path), dsn=dsn))
@@ -219,7 +220,7 @@ async def test_the_defaults_fire_the_same_everywhere(dsn: str, conn: psycopg.Con
     assert console == {
         ("oldest_ready", "send_email"): Level.CRIT,
         ("oldest_ready", "report"): Level.CRIT,
-        ("failure_rate", "flaky"): Level.WARN,
+        ("failure_rate", "flaky"): Level.CRIT,  # 40% > the default crit, 30%
         ("dead_letters", "export_crm"): Level.WARN,
         ("no_worker", "orphan"): Level.WARN,
     }
@@ -235,7 +236,7 @@ async def test_check_flags_are_whole_queue_rules(dsn: str, conn: psycopg.Connect
     _incident(conn)
     proc = run_cli("check", "--max-dead", "2", "--max-ready", "100", dsn=dsn)
     assert proc.returncode == 1, proc.stdout
-    assert proc.stdout.startswith("JOBTUI WARNING - dead letters 3 > 2 [dead_letters] |")
+    assert proc.stdout.startswith("JOBTUI WARNING - 1 warning: dead letters 3 > 2 [dead_letters] |")
     assert "dead=3;2;4;0;" in proc.stdout
 
 
@@ -314,7 +315,7 @@ def test_overrides_globs_then_exact_names(tmp_path: Path) -> None:
 dead_letters = { warn = 10 }
 [alerts.kinds.export_crm]
 dead_letters = { crit = 1 }
-[alerts.kinds."export_*"]
+[alerts.kinds."glob:export_*"]
 dead_letters = { warn = 5, crit = 50 }
 failure_rate = false
 [alerts.queue]

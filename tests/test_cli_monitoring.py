@@ -141,17 +141,20 @@ def test_check_exit_codes(
     proc = run_cli("check", *args, dsn=dsn)
     assert proc.returncode == code, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"JOBTUI {status} - "), proc.stdout
+    assert lines[0].startswith(f"JOBTUI {status} - "), proc.stdout
     assert " | oldest_ready_age=" in lines[0]
     assert proc.stderr == ""
-    if code:  # every problem names its rule
-        summary = lines[0].split(" - ", 1)[1].split(" | ")[0]
-        for problem in summary.split("; "):
-            assert problem.endswith(("[oldest_ready]", "[dead_letters]", "[ready]", "[no_worker]"))
+    if code:  # the first line counts the problems; one line each follows, naming its rule
+        assert len(lines) > 1
+        for detail in lines[1:]:
+            assert detail.startswith(("WARNING: ", "CRITICAL: ")), detail
+            assert detail.endswith(("[oldest_ready]", "[dead_letters]", "[ready]", "[no_worker]"))
+    else:
+        assert len(lines) == 1
     if not args:
-        assert "send_email: oldest ready job 20m" in lines[0] and "[oldest_ready]" in lines[0]
-        assert "export_crm: dead letters 3 > 0 [dead_letters]" in lines[0]
-        assert "send_email: no live worker handles it (5 ready) [no_worker]" in lines[0]
+        assert "send_email: oldest ready job 20m" in proc.stdout and "[oldest_ready]" in lines[1]
+        assert "export_crm: dead letters 3 > 0 [dead_letters]" in proc.stdout
+        assert "send_email: no live worker handles it (5 ready) [no_worker]" in proc.stdout
 
 
 def test_check_unknown(empty_dsn: str) -> None:

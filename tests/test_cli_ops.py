@@ -182,7 +182,10 @@ def test_schedules_list_pause_resume_and_run_now(dsn: str, conn: psycopg.Connect
     assert (
         assert_ok(run_cli("schedules", "pause", "nightly", dsn=dsn)) == "paused schedule nightly\n"
     )
-    assert "already paused" in assert_ok(run_cli("schedules", "pause", "nightly", dsn=dsn))
+    # Nothing changed: said on stderr, exit 1 (issue 27: never success for nothing).
+    assert_one_error(
+        run_cli("schedules", "pause", "nightly", dsn=dsn), 1, "schedule nightly was already paused"
+    )
     row = assert_ok(run_cli("schedules", "list", dsn=dsn)).splitlines()[1]
     assert "paused by " in row
     out = assert_ok(run_cli("schedules", "run-now", "nightly", dsn=dsn))
@@ -249,7 +252,11 @@ def test_kinds_limit_list_and_clear(dsn: str, conn: psycopg.Connection) -> None:
     ).fetchone() == (None, 5, 1)
     out = assert_ok(run_cli("kinds", "limit", "mail", "--clear", dsn=dsn))
     assert out == "mail: 3 running (declared on the handler)\n"
-    assert "had no override" in assert_ok(run_cli("kinds", "limit", "mail", "--clear", dsn=dsn))
+    assert_one_error(
+        run_cli("kinds", "limit", "mail", "--clear", dsn=dsn),
+        1,
+        "nothing cleared: mail has no override",
+    )
     assert [a for a, _, _ in _audit(conn)] == [
         "set_kind_limits",
         "set_kind_limits",
@@ -295,7 +302,8 @@ def test_key_filter_and_requeue_that_keeps_unique_keys(dsn: str, conn: psycopg.C
         "inv:2",
     )
     proc = run_cli("dead", "requeue", str(held), dsn=dsn)
-    assert proc.stdout == "requeued 0 dead letters\n" and f"ids {held}" in proc.stderr
+    assert proc.stdout == "" and f"ids {held}" in proc.stderr, proc
+    assert_one_error(proc, 1, "not requeued: an unfinished job holds its unique key")
     hostile = "x'; DROP TABLE jobs; --%_\\" + HOSTILE
     assert assert_ok(run_cli("jobs", "list", "--key", hostile, dsn=dsn)) == "no jobs match\n"
     assert assert_ok(run_cli("dead", "list", "--key", hostile, dsn=dsn)) == (

@@ -13,11 +13,12 @@ from jobtui.cli.selection import (
     RowsBy,
     act_on_rows,
     has_filter,
+    missing,
     print_list,
     print_one,
 )
-from jobtui.cli.session import err, plural
 from jobtui.inert import first_line
+from jobtui.lookups import id_places
 from jobtui.models import DeadFilter
 
 
@@ -78,7 +79,7 @@ def cmd_show(args: Args) -> int:
 
 def cmd_requeue(args: Args) -> int:
     """Requeue keeping unique keys; a dead letter whose key an unfinished job holds stays and
-    is reported (on stderr) with its id."""
+    is reported (on stderr) with its id: an error when it was named by id or nothing moved."""
     skipped: list[int] = []
 
     async def by_ids(
@@ -102,22 +103,23 @@ def cmd_requeue(args: Args) -> int:
         skipped.extend(outcome.skipped)
         return len(outcome.requeued)
 
-    code = _act(args, "requeued", by_ids, matching)
-    if skipped:
-        shown = ", ".join(map(str, sorted(set(skipped))[:20]))
-        more = " …" if len(set(skipped)) > 20 else ""
-        err(
-            f"skipped {plural(len(set(skipped)), 'dead letter')}: an unfinished job holds "
-            f"its unique key (ids {shown}{more})"
-        )
-    return code
+    return _act(args, "requeued", by_ids, matching, held=skipped)
 
 
 def cmd_delete(args: Args) -> int:
     return _act(args, "deleted", ops.delete_dead, ops.delete_dead_matching)
 
 
-def _act(args: Args, verb: str, by_ids: RowsBy, matching: RowsBy) -> int:
+async def _vet(conn: psycopg.AsyncConnection, schema: str, ids: list[int]) -> dict[int, str]:
+    """Every id must be a dead letter now: an unknown id, or a job's, stops the command."""
+    places = await id_places(conn, schema, ids)
+    missing("dead letter", places.missing, places.jobs, "in the queue: see `jobtui jobs show ID`")
+    return {}
+
+
+def _act(
+    args: Args, verb: str, by_ids: RowsBy, matching: RowsBy, held: list[int] | None = None
+) -> int:
     return act_on_rows(
         args,
         _filter(args),
@@ -127,4 +129,6 @@ def _act(args: Args, verb: str, by_ids: RowsBy, matching: RowsBy) -> int:
         by_ids=by_ids,
         matching=matching,
         count=count_dead,
+        vet=_vet,
+        held=held,
     )

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from jobtui.cli import console
 from jobtui.cli.args import Args, Commands, duration
-from jobtui.cli.session import schema_of
+from jobtui.cli.errors import CliError
+from jobtui.cli.session import out, schema_of
 from jobtui.console_config import load_console_config
-from jobtui.demo import DemoOptions, run_demo
+from jobtui.demo import DemoOptions, default_data_dir, run_demo
 
 
 def register(commands: Commands) -> None:
@@ -20,6 +21,7 @@ def register(commands: Commands) -> None:
         "jobtui demo",
         "jobtui demo --reset          # start from a fresh database",
         "jobtui demo --headless 20    # no console: run 20 s and print a summary",
+        'jobtui --dsn "$(jobtui demo --print-dsn)" dead list   # from another terminal',
     )
     p.add_argument("--reset", action="store_true", help="wipe the demo database first")
     p.add_argument(
@@ -36,9 +38,16 @@ def register(commands: Commands) -> None:
     p.add_argument(
         "--data-dir", metavar="PATH", help="demo directory (default: $XDG_DATA_HOME/jobtui/demo)"
     )
+    p.add_argument(
+        "--print-dsn",
+        action="store_true",
+        help="print the DSN of the demo running now (for another terminal) and exit",
+    )
 
 
 def cmd_demo(args: Args) -> int:
+    if args.print_dsn:
+        return _print_dsn(args)
     headless = args.headless if args.headless is not None else (0.0 if args.no_console else None)
     runner = None
     if headless is None:
@@ -57,3 +66,18 @@ def cmd_demo(args: Args) -> int:
 
 def _console(dsn: str, schema: str, *, config: console.ConsoleConfig) -> int:
     return console.run(dsn, schema, config)
+
+
+def _print_dsn(args: Args) -> int:
+    """The running demo's DSN on stdout; exit 1 with one line when no demo is running."""
+    root = (Path(args.data_dir) if args.data_dir else default_data_dir()).expanduser()
+    try:
+        dsn = (root / "dsn").read_text().strip()
+    except FileNotFoundError:
+        dsn = ""
+    if not dsn:
+        raise CliError(
+            f"no demo is running (no DSN in {root / 'dsn'}): start one with `jobtui demo`"
+        )
+    out(dsn)
+    return 0

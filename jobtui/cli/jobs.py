@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -16,8 +17,11 @@ from jobtui.cli.errors import CliError
 from jobtui.cli.output import dumps
 from jobtui.cli.selection import (
     RowCommands,
+    Vet,
     act_on_rows,
     has_filter,
+    missing,
+    not_done,
     print_list,
     print_one,
     require_target,
@@ -25,19 +29,22 @@ from jobtui.cli.selection import (
 from jobtui.cli.session import out, plural, run_with_connection
 from jobtui.config import format_duration
 from jobtui.inert import clean, compact_json, first_line
-from jobtui.models import JOB_STATES, PENDING_STATES, JobFilter
+from jobtui.lookups import id_places
+from jobtui.models import JOB_STATES, PENDING_STATES, JobFilter, JobRow
 
 
 def register(commands: Commands) -> None:
     RowCommands(
         group="jobs",
         what="jobs",
-        help="Jobs: list, show, cancel, run now.",
+        help="Jobs: list, show, why, cancel, run now, rerun.",
         examples=(
             "jobtui jobs list --state ready --kind send_email",
             "jobtui jobs show 42",
             "jobtui jobs cancel --kind generate_report --state scheduled",
             "jobtui jobs run-now 42 43",
+            "jobtui jobs why 42            # why is job 42 not running?",
+            "jobtui jobs rerun 42          # run a finished job again, as a new job",
         ),
         list_=cmd_list,
         show=cmd_show,
@@ -159,6 +166,34 @@ def cmd_rerun(args: Args) -> int:
     return run_with_connection(args, body)
 
 
+def _vet(action: str, wont: Callable[[JobRow], str]) -> Vet:
+    """Every id must be a job now (else the command stops); one that the action would not
+    change is named with `wont(job)`, the reason."""
+
+    async def vet(conn: psycopg.AsyncConnection, schema: str, ids: list[int]) -> dict[int, str]:
+        places = await id_places(conn, schema, ids)
+        missing("job", places.missing, places.dead, "a dead letter: see `jobtui dead show ID`")
+        able = set(await ops.applicable_ids(conn, schema, action, ids))
+        refused: dict[int, str] = {}
+        for i in ids:
+            if i not in able:
+                job = await get_job(conn, schema, i)
+                refused[i] = "changed meanwhile" if job is None else wont(job)
+        return refused
+
+    return vet
+
+
+def _wont_cancel(job: JobRow) -> str:
+    if job.state == "running":
+        return "already asked to stop"
+    return f"already {job.state}"
+
+
+def _wont_run_now(job: JobRow) -> str:
+    return f"not waiting for a later time: {job.state}"
+
+
 def cmd_cancel(args: Args) -> int:
     flt = _filter(args)
     pending = flt if flt.states else replace(flt, states=PENDING_STATES)
@@ -171,6 +206,7 @@ def cmd_cancel(args: Args) -> int:
         by_ids=ops.cancel_jobs,
         matching=ops.cancel_jobs_matching,
         count=count_jobs,
+        vet=_vet("cancel_jobs", _wont_cancel),
         scope=pending,
     )
 
@@ -181,7 +217,9 @@ def cmd_run_now(args: Args) -> int:
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         actor = ops.Actor.current()
-        ids = list(args.ids)
+        named = list(dict.fromkeys(args.ids))
+        refused = await _vet("run_now", _wont_run_now)(conn, schema, named) if named else {}
+        ids = [i for i in named if i not in refused]
         if has_filter(flt) or args.all:
             states = flt.states or ("scheduled", "retrying")
             matching = JobFilter(states=states, kind=flt.kind, text=flt.text)
@@ -193,7 +231,12 @@ def cmd_run_now(args: Args) -> int:
                     break
                 before = page.next_before
         n = await ops.run_now(conn, schema, ids, actor=actor) if ids else 0
-        out(f"made {plural(n, 'job')} ready now")
+        if n:
+            out(f"made {plural(n, 'job')} ready now")
+        if refused:
+            raise CliError(f"not made ready: {not_done(refused)}")
+        if not n:
+            raise CliError("nothing made ready: no scheduled or retrying job matches")
         return 0
 
     return run_with_connection(args, body)

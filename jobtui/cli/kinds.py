@@ -7,6 +7,8 @@ is lifted, even one the handler declares. The command prints what then applies.
 
 from __future__ import annotations
 
+import argparse
+
 import psycopg
 
 from jobtui import ops
@@ -18,6 +20,7 @@ from jobtui.cli.output import dumps, limits_text, table
 from jobtui.cli.session import flip_named, out, run_with_connection
 from jobtui.inert import clean
 from jobtui.limits import list_kind_limits, parse_rate
+from jobtui.lookups import kind_known
 from jobtui.metrics import rate_text
 from jobtui.models import KindLimitRow
 
@@ -54,12 +57,49 @@ def register(commands: Commands) -> None:
     p.add_argument("--per-worker", type=positive_int, metavar="N", help="at most N per worker")
     p.add_argument("--rate", metavar="N/s|N/m", help="at most N starts per second or minute")
     p.add_argument("--clear", action="store_true", help="drop the override")
-    for name, help_, handler in (
-        ("pause", "Stop workers claiming a kind (audited).", cmd_pause),
-        ("resume", "Let workers claim a kind again (audited).", cmd_resume),
-    ):
-        p = sub.add(name, help_, handler, f"jobtui kinds {name} send_email")
-        p.add_argument("kind")
+    _force(p)
+    p = sub.add(
+        "pause",
+        "Stop workers claiming a kind (audited).",
+        cmd_pause,
+        "jobtui kinds pause send_email",
+        "jobtui kinds pause new_kind --force   # a kind no worker handles yet",
+    )
+    p.add_argument("kind")
+    _force(p)
+    p = sub.add(
+        "resume",
+        "Let workers claim a kind again (audited).",
+        cmd_resume,
+        "jobtui kinds resume send_email",
+    )
+    p.add_argument("kind")
+
+
+def _force(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="accept a kind that nothing knows yet (no worker handles it, no job uses it)",
+    )
+
+
+async def _known(conn: psycopg.AsyncConnection, schema: str, args: Args) -> None:
+    """An unknown kind is most often a typo: refuse it unless --force says it comes later."""
+    if getattr(args, "force", False) or await kind_known(conn, schema, args.kind):
+        return
+    raise CliError(
+        clean(
+            f"no kind named {args.kind!r}: no worker handles it and no job, dead letter, "
+            "schedule or limit names it (see `jobtui kinds list`; --force for a kind that "
+            "comes later)"
+        )
+    )
+
+
+def _phantom(row: KindLimitRow) -> bool:
+    """A limits row left by an override that was cleared, for a kind no handler declares."""
+    return not row.overridden and row.declared_at is None
 
 
 def _source(row: KindLimitRow | None) -> str:
@@ -78,7 +118,7 @@ def _limits(row: KindLimitRow | None) -> str:
 
 def cmd_list(args: Args) -> int:
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
-        limits = {r.kind: r for r in await list_kind_limits(conn, schema)}
+        limits = {r.kind: r for r in await list_kind_limits(conn, schema) if not _phantom(r)}
         paused = await paused_kinds(conn, schema)
         names = sorted(set(await kinds_with_rows(conn, schema)) | set(limits) | set(paused))
         if args.json:
@@ -119,11 +159,12 @@ def cmd_limit(args: Args) -> int:
     actor = ops.Actor.current()
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        if not args.clear:
+            await _known(conn, schema, args)
         if args.clear:
             n = await ops.clear_kind_limits(conn, schema, args.kind, actor=actor)
             if not n:
-                out(clean(f"{args.kind} had no override"))
-                return 0
+                raise CliError(clean(f"nothing cleared: {args.kind} has no override"))
         else:
             await ops.set_kind_limits(
                 conn,
@@ -136,6 +177,8 @@ def cmd_limit(args: Args) -> int:
                 actor=actor,
             )
         now = {r.kind: r for r in await list_kind_limits(conn, schema)}.get(args.kind)
+        if now is not None and _phantom(now):
+            now = None
         out(clean(f"{args.kind}: {_limits(now)} ({_source(now)})"))
         return 0
 
@@ -143,7 +186,9 @@ def cmd_limit(args: Args) -> int:
 
 
 def cmd_pause(args: Args) -> int:
-    return flip_named(args, args.kind, ops.pause_kind, "paused {}", "{} was already paused")
+    return flip_named(
+        args, args.kind, ops.pause_kind, "paused {}", "{} was already paused", check=_known
+    )
 
 
 def cmd_resume(args: Args) -> int:

@@ -66,10 +66,14 @@ def register(commands: Commands) -> None:
 
     p = commands.add(
         "check",
-        "Nagios/Icinga check: one status line, exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
+        "Nagios/Icinga check: a status line, then one line per problem; exit 0 OK, "
+        "1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
         cmd_check,
         "Without threshold flags it judges the alert rules of the config file ([alerts], the "
-        "console's),\neach problem ending with its rule's name in brackets. With flags it judges "
+        "console's),\nand prints the plugin format: a first line with the status, the counts of "
+        "problems per level,\nthe worst problem and the performance data after `|`; then one "
+        "line per problem, critical\nfirst, each ending with its rule's name in brackets. "
+        "With flags it judges "
         "just those, on the\nwhole queue: a value above a --max-* threshold is WARNING; above "
         "the matching --crit-* threshold\n(default: twice the --max-* value) it is CRITICAL. "
         "Unreachable database, missing schema or a\nbad config file: UNKNOWN.",
@@ -280,8 +284,8 @@ def cmd_check(args: Args) -> int:
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         snap = await snapshot(conn, schema, history_minutes=1)
-        code, line = nagios.evaluate(snap, rules)
-        out(clean(line))
+        code, text = nagios.evaluate(snap, rules)  # inert already, line by line
+        out(text)
         return code
 
     try:

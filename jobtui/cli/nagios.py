@@ -1,7 +1,13 @@
-"""`jobtui check`'s logic: one Nagios/Icinga status line and exit code from the alert rules.
+"""`jobtui check`'s logic: a Nagios/Icinga plugin's output and exit code from the alert rules.
+
+The output follows the plugin format: a short first line (the status, the counts of problems
+per level and the worst problem, then `|` and the performance data), then one line per problem,
+most severe first (Nagios's "long output"). Every piece of text is made inert and loses any `|`
+(it would start the performance data), so a kind named `mail|ready=0;;;0;` cannot forge a
+figure; performance labels are quoted as the format asks (`'` doubled, no `=`).
 
 The verdicts come from `jobtui.alerts.assess`, the one evaluation the console and Prometheus
-use too; each problem in the line ends with its rule's name in brackets. The `--max-*` flags
+use too; each problem ends with its rule's name in brackets. The `--max-*` flags
 are whole-queue rules: `--max-X` is the WARNING level, `--crit-X` the CRITICAL one (twice the
 warning level when absent, so `--max-dead 0` makes any dead letter critical). A value equal to
 a threshold is still fine. UNKNOWN (3) is for when the figures cannot be read at all.
@@ -15,6 +21,7 @@ from jobtui.cli.errors import CHECK_OK as OK
 from jobtui.cli.errors import CHECK_UNKNOWN as UNKNOWN
 from jobtui.cli.errors import CHECK_WARNING as WARNING
 from jobtui.config import format_duration
+from jobtui.inert import one_line
 from jobtui.models import Snapshot
 
 STATUS = {OK: "OK", WARNING: "WARNING", CRITICAL: "CRITICAL", UNKNOWN: "UNKNOWN"}
@@ -46,20 +53,49 @@ def flag_rules(flags: dict[str, tuple[float | None, float | None]]) -> AlertRule
     return AlertRules(kind_defaults={}, queue=queue) if queue else None
 
 
+FIRST_LINE_PROBLEM = 120  # characters of the worst problem on the first line (NRPE cuts)
+DETAIL_LINE = 300  # characters of each problem on the lines after it
+
+
+def text(value: object, width: int = DETAIL_LINE) -> str:
+    """A piece of plugin output: inert, one line, cut, with `|` (the perfdata separator)
+    replaced by `/`."""
+    return one_line(value, width).replace("|", "/")
+
+
+def perf_label(name: str) -> str:
+    """A performance-data label: `=` (the value separator) replaced, and quoted with `'`
+    doubled when it holds a space or a quote, as the plugin format asks."""
+    label = text(name, 60).replace("=", "_")
+    if any(c in label for c in " '"):
+        return "'" + label.replace("'", "''") + "'"
+    return label
+
+
 def _perf(name: str, value: float, th: Threshold | None, unit: str = "") -> str:
     th = th or Threshold()
     warn = "" if th.warn is None else _n(th.warn)
     crit = "" if th.crit is None else _n(th.crit)
-    return f"{name}={_n(value)}{unit};{warn};{crit};0;"
+    return f"{perf_label(name)}={_n(value)}{unit};{warn};{crit};0;"
 
 
 def _n(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.3f}"
 
 
-def problem(v: Verdict) -> str:
-    """How one firing rule reads in the status line: its text, then its rule's name."""
-    return f"{v.text} [{v.rule}]"
+def problem(v: Verdict, width: int = DETAIL_LINE) -> str:
+    """How one firing rule reads: its text, then its rule's name (kept when the text is cut)."""
+    rule = f" [{v.rule}]"
+    return text(v.text, max(20, width - len(rule))) + rule
+
+
+def counts(firing: list[Verdict]) -> str:
+    """`3 critical, 69 warning`: the problems per level, worst first."""
+    n_crit = sum(1 for v in firing if v.level >= CRITICAL)
+    parts = [f"{n_crit} critical"] if n_crit else []
+    if len(firing) - n_crit:
+        parts.append(f"{len(firing) - n_crit} warning")
+    return ", ".join(parts)
 
 
 def _healthy_summary(snap: Snapshot, rules: AlertRules) -> str:
@@ -76,10 +112,14 @@ def _healthy_summary(snap: Snapshot, rules: AlertRules) -> str:
 
 
 def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
-    """(exit code, status line) for `snap` judged by `rules`."""
+    """(exit code, plugin output) for `snap` judged by `rules`: the status line, then one
+    line per problem, critical first (assess's order)."""
     firing = [v for v in assess(snap, rules) if v.firing]
     worst = max((int(v.level) for v in firing), default=OK)  # Level's numbers are Nagios's
-    summary = "; ".join(problem(v) for v in firing) or _healthy_summary(snap, rules)
+    if firing:
+        summary = f"{counts(firing)}: {problem(firing[0], FIRST_LINE_PROBLEM)}"
+    else:
+        summary = text(_healthy_summary(snap, rules))
     queue = rules.queue
     perf_items = [
         _perf("oldest_ready_age", snap.oldest_ready_age_s or 0.0, queue.get("oldest_ready"), "s"),
@@ -88,10 +128,16 @@ def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
     ]
     if snap.replica is not None and snap.replica.lag_s is not None:
         perf_items.append(_perf("replica_lag", snap.replica.lag_s, queue.get("replica_lag"), "s"))
+    n_crit = sum(1 for v in firing if v.level >= CRITICAL)
+    perf_items += [
+        _perf("problems_critical", n_crit, None),
+        _perf("problems_warning", len(firing) - n_crit, None),
+    ]
     perf = " ".join(perf_items)
-    return worst, f"JOBTUI {STATUS[worst]} - {summary} | {perf}"
+    details = [f"{STATUS[int(v.level)]}: {problem(v)}" for v in firing]
+    return worst, "\n".join([f"JOBTUI {STATUS[worst]} - {summary} | {perf}", *details])
 
 
 def unknown(message: str) -> tuple[int, str]:
     """The UNKNOWN line for a failure to read the figures."""
-    return UNKNOWN, f"JOBTUI UNKNOWN - {message}"
+    return UNKNOWN, f"JOBTUI UNKNOWN - {text(message)}"

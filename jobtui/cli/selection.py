@@ -17,7 +17,7 @@ from jobtui.cli.args import Args, Commands, Handler, job_id, positive_int
 from jobtui.cli.errors import CliError
 from jobtui.cli.output import dumps, table
 from jobtui.cli.progress import progress
-from jobtui.cli.session import out, plural, run_with_connection
+from jobtui.cli.session import err, out, plural, run_with_connection
 from jobtui.models import DeadFilter, JobFilter, Page
 
 Fetch = Callable[[psycopg.AsyncConnection, str, int | None, int], Awaitable[Page[Any]]]
@@ -166,6 +166,37 @@ def print_one(
 
 
 RowsBy = Callable[..., Awaitable[int]]
+# Before an action on ids: {id: why it cannot be acted on} for ids that exist but do not
+# qualify; raises CliError (nothing done) for an id that does not exist at all.
+Vet = Callable[[psycopg.AsyncConnection, str, list[int]], Awaitable[dict[int, str]]]
+
+
+def ids_text(ids: Sequence[int], most: int = 20) -> str:
+    """`5, 6, 7` (the first `most`, then `…`)."""
+    shown = ", ".join(map(str, list(ids)[:most]))
+    return shown + (" …" if len(ids) > most else "")
+
+
+def not_done(reasons: dict[int, str]) -> str:
+    """`job 5 is succeeded; jobs 6, 7 changed meanwhile`: reasons grouped, ids in order."""
+    by_reason: dict[str, list[int]] = {}
+    for id_, reason in sorted(reasons.items()):
+        by_reason.setdefault(reason, []).append(id_)
+    return "; ".join(f"{reason} (ids {ids_text(ids)})" for reason, ids in by_reason.items())
+
+
+def missing(noun: str, ids: Sequence[int], elsewhere: Sequence[int], there: str) -> None:
+    """Raise the one-line error for ids that are not `noun`s: unknown ones, and ones that
+    are `there` instead (e.g. a job's id given to a dead-letter command)."""
+    if not ids and not elsewhere:
+        return
+    parts = []
+    if ids:
+        many = len(ids) > 1
+        parts.append(f"no {noun}{'s' if many else ''} with id{'s' if many else ''} {ids_text(ids)}")
+    if elsewhere:
+        parts.append(f"{'ids' if len(elsewhere) > 1 else 'id'} {ids_text(elsewhere)} {there}")
+    raise CliError("; ".join(parts) + " (nothing done)")
 
 
 def act_on_rows(
@@ -178,25 +209,64 @@ def act_on_rows(
     by_ids: RowsBy,
     matching: RowsBy,
     count: RowsBy,
+    vet: Vet,
     scope: DeadFilter | JobFilter | None = None,
+    held: list[int] | None = None,
 ) -> int:
     """An action on the ids given and/or every row matching `scope` (default `flt`) now.
 
     Prints "`done` N `noun`s"; a progress bar (`doing`) shows on a terminal for large sets.
+    Never says "done 0" with exit 0: an id that does not exist stops the command before
+    anything is done; an id named but not acted on, or a filter that matched nothing, is one
+    error line and exit 1. `held` collects ids the action skipped for a reason it knows
+    (a unique key held by an unfinished job), filled by `by_ids`/`matching`.
     """
     require_target(args, flt, noun)
     target = flt if scope is None else scope
+    skipped = held if held is not None else []
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         actor = ops.Actor.current()
         n = 0
+        refused: dict[int, str] = {}
+        meanwhile = 0
         if args.ids:
-            n += await by_ids(conn, schema, list(args.ids), actor=actor)
+            ids = list(dict.fromkeys(args.ids))
+            refused = await vet(conn, schema, ids)
+            ok = [i for i in ids if i not in refused]
+            acted = await by_ids(conn, schema, ok, actor=actor) if ok else 0
+            n += acted
+            refused.update({i: "an unfinished job holds its unique key" for i in skipped})
+            meanwhile = len(ok) - len(skipped) - acted
+            del skipped[:]
+        matched = 0
         if has_filter(flt) or args.all:
-            total = await count(conn, schema, target)
-            with progress(doing, total) as update:
+            matched = await count(conn, schema, target)
+            with progress(doing, matched) as update:
                 n += await matching(conn, schema, target, actor=actor, on_progress=update)
-        out(f"{done} {plural(n, noun)}")
+        if n:
+            out(f"{done} {plural(n, noun)}")
+        problems = [not_done(refused)] if refused else []
+        if meanwhile > 0:
+            problems.append(f"{plural(meanwhile, noun)} changed meanwhile")
+        held_note = (
+            f"skipped {plural(len(set(skipped)), noun)}: an unfinished job holds its unique key "
+            f"(ids {ids_text(sorted(set(skipped)))})"
+        )
+        if skipped and not n:
+            problems.append(held_note)
+        if problems:
+            raise CliError(f"not {done}: " + "; ".join(problems))
+        if skipped:  # a filter's skips after work was done: a note on stderr, exit 0
+            err(held_note)
+        elif not n:
+            if matched:
+                why = f"the {plural(matched, noun)} that matched changed meanwhile"
+            elif has_filter(flt):
+                why = f"no {noun} matches"
+            else:
+                why = f"there is no {noun} to act on"
+            raise CliError(f"nothing {done}: {why}")
         return 0
 
     return run_with_connection(args, body)

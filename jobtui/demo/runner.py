@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -142,8 +143,9 @@ def _run(opts: DemoOptions, root: Path, dsn: str, started: float) -> int:
         )
         trickle.start()
         _say(f"seeded {added} jobs; worker pid {worker.pid} (log: {log_path})")
-        _say(f"database: {dsn} (also in {root / 'dsn'} while the demo runs)")
         (root / "dsn").write_text(dsn + "\n")
+        for line in another_terminal(dsn, root, opts.data_dir is not None):
+            _say(line)
         try:
             if opts.headless_s is None:
                 _say(f"console starting after {time.monotonic() - started:.1f}s")
@@ -158,6 +160,16 @@ def _run(opts: DemoOptions, root: Path, dsn: str, started: float) -> int:
             trickle.join(5)
             stop_worker(worker, root)
     return code
+
+
+def another_terminal(dsn: str, root: Path, custom_dir: bool) -> list[str]:
+    """What to type in another terminal to reach this demo's database: the exact command."""
+    where = f" --data-dir {shlex.quote(str(root))}" if custom_dir else ""
+    return [
+        f"database: {dsn} (also in {root / 'dsn'} while the demo runs)",
+        f"from another terminal: jobtui --dsn {shlex.quote(dsn)} jobs list",
+        f'  or: jobtui --dsn "$(jobtui demo --print-dsn{where})" dead list',
+    ]
 
 
 def _console(console: ConsoleRunner, dsn: str, schema: str) -> int:

@@ -1,0 +1,203 @@
+"""Issue 27 items 2, 4 and 5, and issue 25 item 8's CLI half: the command line never reports
+success for nothing. Each case checks the exit code and the one line it prints."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+from test_cli_support import assert_ok, assert_one_error, clean_env, run_cli
+
+MISSING = "99999999"
+
+
+def _job(conn: psycopg.Connection, kind: str = "mail", *, finished: bool = False) -> int:
+    row = conn.execute(
+        "INSERT INTO jobs (kind, payload, finished_at) VALUES (%s, '{}',"
+        " CASE WHEN %s THEN now() END) RETURNING id",
+        (kind, finished),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _dead(conn: psycopg.Connection, kind: str = "mail") -> int:
+    row = conn.execute(
+        """INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at,
+               run_at, last_error, errors, reason)
+           VALUES (nextval(pg_get_serial_sequence('jobs', 'id')), %s, '{}', 1, 1, now(), now(),
+                   'E: x', %s, 'failed') RETURNING id""",
+        (kind, Jsonb([])),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _counts(conn: psycopg.Connection) -> tuple[int, int, int]:
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM dead_letters),"
+        " (SELECT count(*) FROM jobs WHERE cancelled_at IS NOT NULL OR cancel_requested)"
+    ).fetchone()
+    assert row is not None
+    return (int(row[0]), int(row[1]), int(row[2]))
+
+
+def test_an_id_that_does_not_exist_is_an_error_and_nothing_is_done(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    live = _job(conn)
+    _dead(conn)
+    before = _counts(conn)
+    for args, line in (
+        (("jobs", "cancel", MISSING), f"no job with id {MISSING} (nothing done)"),
+        (("jobs", "run-now", MISSING), f"no job with id {MISSING} (nothing done)"),
+        (("dead", "requeue", MISSING), f"no dead letter with id {MISSING} (nothing done)"),
+        (("dead", "delete", MISSING), f"no dead letter with id {MISSING} (nothing done)"),
+    ):
+        proc = run_cli(*args, dsn=dsn)
+        assert assert_one_error(proc, 1) == f"jobtui: error: {line}"
+        assert proc.stdout == ""
+    # Both an unknown id and a good one: the command stops before doing anything.
+    proc = run_cli("jobs", "cancel", str(live), MISSING, dsn=dsn)
+    assert_one_error(proc, 1, f"no job with id {MISSING} (nothing done)")
+    assert _counts(conn) == before
+
+
+def test_a_live_jobs_id_given_to_dead_requeue_names_where_it_is(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Issue 25 item 8: `dead requeue 7`, 7 a live job, printed "requeued 0" with exit 0."""
+    live = _job(conn)
+    line = assert_one_error(run_cli("dead", "requeue", str(live), dsn=dsn), 1)
+    assert line == (
+        f"jobtui: error: id {live} in the queue: see `jobtui jobs show ID` (nothing done)"
+    )
+    dead = _dead(conn)
+    line = assert_one_error(run_cli("jobs", "cancel", str(dead), dsn=dsn), 1)
+    assert line == (
+        f"jobtui: error: id {dead} a dead letter: see `jobtui dead show ID` (nothing done)"
+    )
+
+
+def test_an_id_that_cannot_be_acted_on_is_an_error_after_the_others_are_done(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    done = _job(conn, finished=True)
+    pending = _job(conn)
+    proc = run_cli("jobs", "cancel", str(done), dsn=dsn)
+    assert_one_error(proc, 1)
+    assert proc.stderr == (f"jobtui: error: not cancelled: already succeeded (ids {done})\n"), (
+        proc.stderr
+    )
+    assert proc.stdout == ""
+    proc = run_cli("jobs", "cancel", str(done), str(pending), dsn=dsn)
+    assert proc.stdout == "cancelled 1 job\n"
+    assert_one_error(proc, 1, f"not cancelled: already succeeded (ids {done})")
+    # A ready job is not waiting for anything: run-now has nothing to do.
+    ready = _job(conn)
+    assert_one_error(
+        run_cli("jobs", "run-now", str(ready), dsn=dsn),
+        1,
+        f"not made ready: not waiting for a later time: ready (ids {ready})",
+    )
+
+
+def test_a_filter_that_matches_nothing_is_an_error(dsn: str, conn: psycopg.Connection) -> None:
+    _job(conn, "mail")
+    for args, line in (
+        (("jobs", "cancel", "--kind", "nope"), "nothing cancelled: no job matches"),
+        (("dead", "requeue", "--kind", "nope"), "nothing requeued: no dead letter matches"),
+        (("dead", "delete", "--all"), "nothing deleted: there is no dead letter to act on"),
+        (("jobs", "run-now", "--kind", "mail"), "nothing made ready: no scheduled or retrying"),
+    ):
+        proc = run_cli(*args, dsn=dsn)
+        assert_one_error(proc, 1, line)
+        assert proc.stdout == ""
+    assert assert_ok(run_cli("jobs", "cancel", "--kind", "mail", dsn=dsn)) == "cancelled 1 job\n"
+
+
+def test_an_unknown_kind_is_an_error_unless_forced(dsn: str, conn: psycopg.Connection) -> None:
+    for args in (
+        ("kinds", "pause", "no_such_kind"),
+        ("kinds", "limit", "no_such_kind", "--concurrency", "3"),
+    ):
+        proc = run_cli(*args, dsn=dsn)
+        assert_one_error(proc, 1, "no kind named 'no_such_kind'", "--force")
+        assert proc.stdout == ""
+    assert conn.execute("SELECT count(*) FROM paused_kinds").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM kind_limits").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
+    # A kind any worker, job, dead letter, schedule or limit names is known.
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, kinds, concurrency) VALUES ('w', 'h', 1, '{sms}', 1)"
+    )
+    assert assert_ok(run_cli("kinds", "pause", "sms", dsn=dsn)) == "paused sms\n"
+    _dead(conn, "old_kind")
+    assert assert_ok(run_cli("kinds", "pause", "old_kind", dsn=dsn)) == "paused old_kind\n"
+    # --force: "yes, for a kind that comes later".
+    out = assert_ok(run_cli("kinds", "pause", "later", "--force", dsn=dsn))
+    assert out == "paused later\n"
+    # Pausing it again changes nothing: said, exit 1.
+    assert_one_error(run_cli("kinds", "pause", "later", dsn=dsn), 1, "later was already paused")
+    assert_one_error(run_cli("kinds", "resume", "nope", dsn=dsn), 1, "nope was not paused")
+
+
+def test_clearing_an_override_leaves_no_phantom_kind(dsn: str, conn: psycopg.Connection) -> None:
+    out = assert_ok(run_cli("kinds", "limit", "later", "--concurrency", "3", "--force", dsn=dsn))
+    assert out.startswith("later: 3 running (override by ")
+    assert re.search(r"^later\s", assert_ok(run_cli("kinds", "list", dsn=dsn)), re.M)
+    out = assert_ok(run_cli("kinds", "limit", "later", "--clear", dsn=dsn))
+    assert out == "later: no limits (–)\n"
+    assert assert_ok(run_cli("kinds", "list", dsn=dsn)) == "no kinds yet\n"
+    assert json.loads(assert_ok(run_cli("kinds", "list", "--json", dsn=dsn))) == []
+    assert_one_error(
+        run_cli("kinds", "limit", "later", "--clear", dsn=dsn),
+        1,
+        "nothing cleared: later has no override",
+    )
+
+
+def test_workers_list_names_each_worker_for_workers_stop(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    assert assert_ok(run_cli("workers", "list", dsn=dsn)) == "no workers registered\n"
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, kinds, concurrency)"
+        " VALUES ('web-1:4242:9f3a1c', 'web-1', 4242, '{mail,sms}', 4)"
+    )
+    lines = assert_ok(run_cli("workers", "list", dsn=dsn)).splitlines()
+    assert lines[0].split() == ["WORKER", "HOST", "PID", "KINDS", "RUN", "HEARTBEAT", "CONTROL"]
+    assert lines[1].split()[:5] == ["web-1:4242:9f3a1c", "web-1", "4242", "mail,sms", "0/4"]
+    data = json.loads(assert_ok(run_cli("workers", "list", "--json", dsn=dsn)))
+    assert [w["id"] for w in data] == ["web-1:4242:9f3a1c"]
+    out = assert_ok(run_cli("workers", "quiet", "web-1:4242:9f3a1c", dsn=dsn))
+    assert out == "worker web-1:4242:9f3a1c quieted\n"
+    assert_one_error(
+        run_cli("workers", "quiet", "web-1:4242:9f3a1c", dsn=dsn),
+        1,
+        "worker web-1:4242:9f3a1c was already quieted",
+    )
+
+
+def test_jobs_help_shows_why_and_rerun() -> None:
+    out = assert_ok(run_cli("jobs", "--help"))
+    assert "jobtui jobs why 42" in out and "jobtui jobs rerun 42" in out
+
+
+def test_an_empty_dsn_is_refused(dsn: str) -> None:
+    proc = run_cli("--dsn", "", "dead", "list")
+    assert_one_error(proc, 1, "--dsn is empty (was it `$(cat FILE)` of a missing file?)")
+    assert proc.stdout == ""
+    proc = run_cli("dead", "list", env=clean_env(JOBTUI_DSN=" "))
+    assert_one_error(proc, 1, "JOBTUI_DSN is set but empty")
+
+
+def test_demo_print_dsn(tmp_path: Path) -> None:
+    proc = run_cli("demo", "--print-dsn", "--data-dir", str(tmp_path))
+    assert_one_error(proc, 1, "no demo is running", "start one with `jobtui demo`")
+    (tmp_path / "dsn").write_text("host=/tmp/x dbname=postgres\n")
+    out = assert_ok(run_cli("demo", "--print-dsn", "--data-dir", str(tmp_path)))
+    assert out == "host=/tmp/x dbname=postgres\n"
