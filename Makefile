@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTHON ?= python3
 
-.PHONY: install demo test lint screenshots bench chaos clean
+.PHONY: install demo test lint screenshots bench chaos clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,8 @@ bench: install
 
 .PHONY: bench-table bench-plot bench-console bench-history bench-matrix
 
-# The README's performance table and the scaling plot, from the results JSON `make bench` wrote.
+# The docs' performance tables (docs/performance.md) and the scaling plot, from the results JSON
+# `make bench` wrote.
 BENCH_RESULTS ?= benchmarks/results.json
 BENCH_HISTORY ?= benchmarks/history.json
 BENCH_MATRIX ?= benchmarks/results-matrix.json
@@ -59,6 +60,21 @@ bench-history: install
 # Idle console bytes per tab through a real terminal (tmux), 80x24 and 120x40.
 bench-console: install
 	$(PY) benchmarks/console_tmux.py $(BENCH_CONSOLE_ARGS)
+
+# The documentation site (MkDocs, Material theme) from docs/ into site/; the CLI reference is
+# regenerated from the parser first. `mkdocs build --strict`: a broken link or anchor fails.
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) tools/cli_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP)
+	$(PY) tools/cli_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 chaos: install
 	$(PY) tests/chaos/run.py

@@ -50,7 +50,7 @@ class Figure:
     check: Callable[[float], bool] | None = None
     note: str = ""
     digits: int = 1
-    # Which system the figure belongs to (the README table's column) and what is measured
+    # Which system the figure belongs to (the performance table's column) and what is measured
     # (its row); generated tables group figures by these.
     system: str = "jobtui"
     metric: str = ""

@@ -8,7 +8,7 @@
 The server is JOBTUI_BENCH_DSN when set, otherwise an embedded PostgreSQL in a temporary
 directory. Every scenario makes its own database and drops it. Figures print as they come and
 once more as a Markdown table at the end; every run's raw figures, the machine and each
-system's settings go to the results JSON, from which `benchmarks/table.py` writes the README's
+system's settings go to the results JSON, from which `benchmarks/table.py` writes the docs'
 table. Any failure (an API that moved, a worker that died, a peer that is not installed unless
 --allow-missing-peers) is printed with its cause and makes the exit status non-zero.
 """
@@ -255,7 +255,7 @@ def write_results(path: Path, results: dict[str, object]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(results, indent=1, default=str) + "\n")
     tmp.replace(path)
-    print(f"\nresults: {path} (make bench-table writes the README's table from it)", flush=True)
+    print(f"\nresults: {path} (make bench-table writes the docs' table from it)", flush=True)
 
 
 def print_table(

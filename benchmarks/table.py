@@ -1,8 +1,8 @@
-"""Write the README's performance table from a results JSON (`make bench-table`).
+"""Write the docs' performance tables from a results JSON (`make bench-table`).
 
-    python benchmarks/table.py benchmarks/results.json            # rewrite README.md's table
+    python benchmarks/table.py benchmarks/results.json            # rewrite docs/performance.md
     python benchmarks/table.py benchmarks/results.json --print    # print it instead
-    python benchmarks/table.py results.json --readme other.md --allow-quick
+    python benchmarks/table.py results.json --page other.md --allow-quick
 
 The table goes between `<!-- bench-table:start -->` and `<!-- bench-table:end -->`: the run's
 date, command, machine, server version and each system's settings, then one row per figure with
@@ -34,10 +34,12 @@ START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
 GROWTH = ("<!-- bench-growth:start -->", "<!-- bench-growth:end -->")
 COLUMNS = (("jobtui", "jobtui"), ("pgqueuer", "PgQueuer"), ("procrastinate", "procrastinate"))
 PLOT = "benchmarks/scaling.png"
+PAGE = ROOT / "docs" / "performance.md"
+PLOT_LINK = "img/scaling.png"  # from docs/performance.md (docs/img/scaling.png links to PLOT)
 
 
 class TableError(Exception):
-    """The results or the README cannot make a table; the message says why."""
+    """The results or the page cannot make a table; the message says why."""
 
 
 def fmt(value: float, digits: int) -> str:
@@ -135,7 +137,7 @@ def render(results: dict[str, Any], plot_exists: bool) -> str:
     for failure in results.get("failures", []):
         lines.append(f"\nFailed in this run: {failure}")
     if plot_exists:
-        lines += ["", f"![Drain and pickup as workers and backlog grow]({PLOT})"]
+        lines += ["", f"![Drain and pickup as workers and backlog grow]({PLOT_LINK})"]
     return "\n".join(lines)
 
 
@@ -227,7 +229,14 @@ def load(path: Path) -> Any:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/table.py", description=__doc__.split("\n")[0])
     parser.add_argument("results", type=Path, help="results JSON written by benchmarks/run.py")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument(
+        "--page",
+        "--readme",
+        dest="readme",
+        type=Path,
+        default=PAGE,
+        help="the page with the markers (default docs/performance.md)",
+    )
     parser.add_argument("--print", action="store_true", help="print the table, change nothing")
     parser.add_argument("--allow-quick", action="store_true", help="accept a quick run's results")
     parser.add_argument("--matrix", type=Path, help="`make bench-matrix`'s results JSON")

@@ -94,3 +94,15 @@ def test_a_missing_or_broken_results_file_is_one_line_and_changes_nothing(
     f["results"].write_text(json.dumps(quick))
     assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 1
     assert f["readme"].read_text() == before
+
+
+def test_the_tables_live_in_the_docs_performance_page() -> None:
+    """Issue 27: the README became a front page; the generated tables moved to the docs."""
+    assert Path(table.ROOT) / "docs" / "performance.md" == table.PAGE
+    text = table.PAGE.read_text()
+    for start, end in ((table.START, table.END), table.GROWTH):
+        assert text.count(start) == 1 and text.count(end) == 1
+    assert f"]({table.PLOT_LINK})" in text
+    assert (table.PAGE.parent / table.PLOT_LINK).resolve() == (table.ROOT / table.PLOT).resolve()
+    readme = (Path(table.ROOT) / "README.md").read_text()
+    assert table.START not in readme and table.GROWTH[0] not in readme
