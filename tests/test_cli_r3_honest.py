@@ -4,12 +4,18 @@ success for nothing. Each case checks the exit code and the one line it prints."
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import signal
+import subprocess
+import tempfile
 from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg.types.json import Jsonb
-from test_cli_support import assert_ok, assert_one_error, clean_env, run_cli
+from test_cli_support import JOBTUI, assert_ok, assert_one_error, clean_env, run_cli
 
 MISSING = "99999999"
 
@@ -195,9 +201,64 @@ def test_an_empty_dsn_is_refused(dsn: str) -> None:
     assert_one_error(proc, 1, "JOBTUI_DSN is set but empty")
 
 
-def test_demo_print_dsn(tmp_path: Path) -> None:
+def test_demo_print_dsn(tmp_path: Path, dsn: str) -> None:
     proc = run_cli("demo", "--print-dsn", "--data-dir", str(tmp_path))
     assert_one_error(proc, 1, "no demo is running", "start one with `jobtui demo`")
-    (tmp_path / "dsn").write_text("host=/tmp/x dbname=postgres\n")
+    (tmp_path / "dsn").write_text(dsn + "\n")  # a demo's server that answers
     out = assert_ok(run_cli("demo", "--print-dsn", "--data-dir", str(tmp_path)))
-    assert out == "host=/tmp/x dbname=postgres\n"
+    assert out == dsn + "\n"
+    # The DSN a killed demo left behind, its server gone: not running.
+    (tmp_path / "dsn").write_text(f"host={tmp_path} port=1 dbname=postgres\n")
+    proc = run_cli("demo", "--print-dsn", "--data-dir", str(tmp_path))
+    assert_one_error(proc, 1, "no demo is running (the DSN in", "left from one that stopped")
+
+
+@pytest.mark.slow
+def test_the_demo_prints_commands_that_work_from_another_terminal() -> None:
+    """Issue 27 item 2: as root the DSN file was not where the README said, and the command it
+    gave passed an empty --dsn. The demo now prints the exact commands; both work as printed."""
+    base = Path(tempfile.mkdtemp(prefix="jobtui-demo-test-"))
+    os.chmod(base, 0o755)  # as root the embedded server's user must traverse it
+    root = base / "demo"
+    demo = subprocess.Popen(
+        [*JOBTUI, "demo", "--data-dir", str(root), "--headless", "60s"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+        text=True,
+    )
+    hints: dict[str, str] = {}
+    try:
+        assert demo.stderr is not None
+        for raw in demo.stderr:  # the demo's notes, as they come; the hints come before it runs
+            line = raw.rstrip("\n").removeprefix("jobtui demo: ")
+            for key in ("from another terminal: ", "  or: "):
+                if line.startswith(key):
+                    hints[key.strip()] = line[len(key) :]
+            if len(hints) == 2:
+                break
+        assert set(hints) == {"from another terminal:", "or:"}, hints
+        direct, by_file = hints["from another terminal:"], hints["or:"]
+        assert direct.endswith(" jobs list") and " --dsn " in direct
+        assert f"demo --print-dsn --data-dir {root}" in by_file and by_file.endswith(" dead list")
+        # Typed in another terminal (a shell, another working directory), both work.
+        for command in (direct, by_file):
+            proc = subprocess.run(
+                ["bash", "-c", command],
+                cwd=base,
+                env=clean_env(PATH=os.environ["PATH"]),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert proc.returncode == 0, (command, proc.stderr)
+            assert proc.stdout.split()[:2] == ["ID", "KIND"], proc.stdout
+    finally:
+        demo.send_signal(signal.SIGTERM)
+        try:
+            demo.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            demo.communicate(timeout=10)
+        shutil.rmtree(base, ignore_errors=True)

@@ -69,12 +69,23 @@ def _console(dsn: str, schema: str, *, config: console.ConsoleConfig) -> int:
 
 
 def _print_dsn(args: Args) -> int:
-    """The running demo's DSN on stdout; exit 1 with one line when no demo is running."""
+    """The running demo's DSN on stdout; exit 1 with one line when no demo is running (no
+    DSN file, or one a killed demo left whose server does not answer)."""
+    import psycopg
+
     root = (Path(args.data_dir) if args.data_dir else default_data_dir()).expanduser()
     try:
         dsn = (root / "dsn").read_text().strip()
     except FileNotFoundError:
         dsn = ""
+    if dsn:
+        try:
+            psycopg.connect(dsn, connect_timeout=3).close()
+        except psycopg.Error:
+            raise CliError(
+                f"no demo is running (the DSN in {root / 'dsn'} is left from one that stopped): "
+                "start one with `jobtui demo`"
+            ) from None
     if not dsn:
         raise CliError(
             f"no demo is running (no DSN in {root / 'dsn'}): start one with `jobtui demo`"

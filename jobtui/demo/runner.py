@@ -162,13 +162,27 @@ def _run(opts: DemoOptions, root: Path, dsn: str, started: float) -> int:
     return code
 
 
+def self_command() -> str:
+    """How another terminal runs this same `jobtui`: `jobtui` when that is the one on PATH,
+    else its full path (`make demo` runs .venv/bin/jobtui, which is seldom on PATH)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "jobtui" and os.path.isfile(argv0):
+        mine = os.path.realpath(argv0)
+        on_path = shutil.which("jobtui")
+        if on_path and os.path.realpath(on_path) == mine:
+            return "jobtui"
+        return shlex.quote(os.path.abspath(argv0))
+    return f"{shlex.quote(sys.executable)} -m jobtui"
+
+
 def another_terminal(dsn: str, root: Path, custom_dir: bool) -> list[str]:
     """What to type in another terminal to reach this demo's database: the exact command."""
     where = f" --data-dir {shlex.quote(str(root))}" if custom_dir else ""
+    me = self_command()
     return [
         f"database: {dsn} (also in {root / 'dsn'} while the demo runs)",
-        f"from another terminal: jobtui --dsn {shlex.quote(dsn)} jobs list",
-        f'  or: jobtui --dsn "$(jobtui demo --print-dsn{where})" dead list',
+        f"from another terminal: {me} --dsn {shlex.quote(dsn)} jobs list",
+        f'  or: {me} --dsn "$({me} demo --print-dsn{where})" dead list',
     ]
 
 
