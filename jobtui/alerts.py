@@ -195,20 +195,24 @@ DEFAULT_KIND_RULES: dict[str, Threshold] = {
 
 GLOB = "glob:"  # `[alerts.kinds."glob:export_*"]`: a pattern, not a name
 NAME = "name:"  # `[alerts.kinds."name:odd*kind"]`: a name that holds `*` or `?`
+LEGACY_GLOB = "*?"  # an unprefixed key with these was a pattern before `glob:`, and stays one
 
 
 @dataclass(frozen=True)
 class KindOverride:
-    """Rules for one kind by its exact name, or for the kinds a `glob:` pattern matches (the
-    only way to write a pattern: `sync[eu]` is a kind's name, never a character class);
-    None switches a rule off."""
+    """Rules for one kind by its exact name, or for the kinds a `glob:` pattern matches;
+    None switches a rule off. Without a prefix a key is a name (`sync[eu]` is the kind
+    `sync[eu]`, never a character class), except that one holding `*` or `?` is still read as
+    a pattern, as configs written before the prefix meant it; `name:` makes it a name."""
 
     pattern: str
     rules: Mapping[str, Threshold | None]
 
     @property
     def is_glob(self) -> bool:
-        return self.pattern.startswith(GLOB)
+        if self.pattern.startswith((GLOB, NAME)):
+            return self.pattern.startswith(GLOB)
+        return any(c in self.pattern for c in LEGACY_GLOB)
 
     @property
     def name(self) -> str:
@@ -409,11 +413,6 @@ def parse_rules(table: object, oldest_ready: Threshold | None = None) -> AlertRu
         override = KindOverride(str(pattern), {})
         if not override.name.strip():
             raise InvalidRule(f"{here}: a kind name or pattern must not be empty")
-        if not override.pattern.startswith((GLOB, NAME)) and any(c in pattern for c in "*?"):
-            raise InvalidRule(
-                f'{here}: a pattern is written "glob:{pattern}" (a kind whose name holds * or ? '
-                f'is written "name:{pattern}")'
-            )
         overrides.append(KindOverride(str(pattern), _rules(here, _table(here, rules), "kind")))
     queue = _rules("[alerts.queue]", _table("[alerts.queue]", alerts.get("queue", {})), "queue")
     return AlertRules(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
-from test_cli_support import assert_one_error, run_cli
+from test_cli_support import run_cli
 from test_hostile import HOSTILE, INJECTION, no_raw_control
 
 # The console's hostile corpus plus what the plugin format reserves: `|` starts the performance
@@ -120,15 +120,15 @@ def test_an_alert_rule_for_sync_eu_applies_to_that_kind_only(
         "CRITICAL: sync[eu]: dead letters 1 > 0 [dead_letters]",
         "WARNING: export_crm: dead letters 6 > 5 [dead_letters]",
     ]
-    # A pattern without its prefix is refused in one line (it would otherwise silently stop
-    # matching: it is read as a kind's name now).
-    config.write_text('[alerts.kinds."export_*"]\ndead_letters = { warn = 5 }\n')
-    proc = run_cli("check", "--config", str(config), dsn=dsn)
-    assert proc.returncode == 3 and proc.stdout.startswith("JOBTUI UNKNOWN - "), proc
-    assert 'a pattern is written "glob:export_*"' in proc.stdout
-    assert len(proc.stdout.splitlines()) == 1
-    assert_one_error(
-        run_cli("stats", "--prometheus", "--config", str(config), dsn=dsn),
-        1,
-        'a pattern is written "glob:export_*"',
+    # A config written before the prefix: `export_*` is still a pattern, `sync[eu]` a name;
+    # `name:` makes a key with `*` a name.
+    config.write_text(
+        '[alerts]\ndead_letters = false\n[alerts.kinds."export_*"]\ndead_letters = { warn = 5 }\n'
+        '[alerts.kinds."name:sync*"]\ndead_letters = { warn = 0 }\n'
     )
+    _dead(conn, "sync*")
+    proc = run_cli("check", "--config", str(config), dsn=dsn)
+    assert proc.stdout.splitlines()[1:] == [
+        "WARNING: export_crm: dead letters 6 > 5 [dead_letters]",
+        "WARNING: sync*: dead letters 1 > 0 [dead_letters]",
+    ], proc.stdout

@@ -262,3 +262,20 @@ def test_the_demo_prints_commands_that_work_from_another_terminal() -> None:
             demo.kill()
             demo.communicate(timeout=10)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_filter_that_matches_rows_the_action_cannot_change_says_so(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    _job(conn, "mail", finished=True)
+    _job(conn, "mail")
+    assert_one_error(
+        run_cli("jobs", "cancel", "--state", "succeeded", dsn=dsn),
+        1,
+        "nothing cancelled: 1 job matched, none could be cancelled now",
+    )
+    assert_one_error(
+        run_cli("jobs", "run-now", "--state", "ready", dsn=dsn),
+        1,
+        "nothing made ready: 1 job matched, none waits for a later time now",
+    )

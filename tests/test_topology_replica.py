@@ -122,7 +122,7 @@ def test_a_standby_whose_replay_is_paused_reports_real_lag_and_check_goes_critic
                 dsn=replica_db.standby_dsn,
             )
             assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-            assert proc.stdout.startswith("JOBTUI CRITICAL - replica lag"), proc.stdout
+            assert proc.stdout.startswith("JOBTUI CRITICAL - 1 critical: replica lag"), proc.stdout
             warn = run_cli("check", "--max-replica-lag", "1s", dsn=replica_db.standby_dsn)
             assert warn.returncode in (1, 2), warn.stdout
         finally:

@@ -93,7 +93,7 @@ async def test_alarms_on_the_first_line_with_checks_verdict(
 
     proc = run_cli("check", "--config", str(path), dsn=dsn)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)  # CRITICAL
-    (line,) = proc.stdout.splitlines()
+    line = proc.stdout  # the status line, then one line per problem (issue 27)
     assert _check_firing(line) == set(EXPECTED), line
 
     app = JobtuiApp(dsn, "public", config=cfg)
@@ -136,7 +136,7 @@ async def test_alarms_on_the_first_line_with_checks_verdict(
         await pilot.pause(0.2)
         assert "orphan: no live worker" not in "\n".join(screen_lines(app))
         assert kinds.get_cell("orphan", "status").plain == "ok"
-    (line,) = run_cli("check", "--config", str(path), dsn=dsn).stdout.splitlines()
+    line = run_cli("check", "--config", str(path), dsn=dsn).stdout
     assert _check_firing(line) == set(EXPECTED) - {("no_worker", "orphan")}, line
 
 
@@ -229,7 +229,7 @@ async def test_a_drain_rule_marks_the_cell_and_fires(
         assert _style(kinds, "sms", "drain") == st.error
         assert _style(kinds, "mail", "drain") == st.warning
         assert_on_screen(app, "✗ CRIT sms: not draining", "! WARN mail: drain time 18m > 10m00s")
-    (line,) = run_cli("check", "--config", str(path), dsn=dsn).stdout.splitlines()
+    line = run_cli("check", "--config", str(path), dsn=dsn).stdout
     assert _check_firing(line) == set(fired), line
 
 

@@ -235,6 +235,11 @@ def cmd_run_now(args: Args) -> int:
             out(f"made {plural(n, 'job')} ready now")
         if refused:
             raise CliError(f"not made ready: {not_done(refused)}")
+        if not n and len(ids) > len(named) - len(refused):
+            raise CliError(
+                f"nothing made ready: {plural(len(ids), 'job')} matched, none waits for a later "
+                "time now"
+            )
         if not n:
             raise CliError("nothing made ready: no scheduled or retrying job matches")
         return 0

@@ -261,7 +261,7 @@ def act_on_rows(
             err(held_note)
         elif not n:
             if matched:
-                why = f"the {plural(matched, noun)} that matched changed meanwhile"
+                why = f"{plural(matched, noun)} matched, none could be {done} now"
             elif has_filter(flt):
                 why = f"no {noun} matches"
             else:
