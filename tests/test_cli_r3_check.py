@@ -132,3 +132,16 @@ def test_an_alert_rule_for_sync_eu_applies_to_that_kind_only(
         "WARNING: export_crm: dead letters 6 > 5 [dead_letters]",
         "WARNING: sync*: dead letters 1 > 0 [dead_letters]",
     ], proc.stdout
+
+
+def test_a_thousand_problems_stop_at_a_hundred_lines_and_a_count(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    for i in range(150):
+        _dead(conn, f"kind_{i:03d}")
+    proc = run_cli("check", dsn=dsn)
+    first, *details = proc.stdout.splitlines()
+    assert first.startswith("JOBTUI WARNING - 150 warning: kind_000: dead letters 1 > 0")
+    assert "problems_warning=150;;;0;" in first
+    assert len(details) == 101 and details[99].startswith("WARNING: kind_099: ")
+    assert details[100] == "… and 50 more (`jobtui stats` lists them all)"

@@ -55,6 +55,7 @@ def flag_rules(flags: dict[str, tuple[float | None, float | None]]) -> AlertRule
 
 FIRST_LINE_PROBLEM = 120  # characters of the worst problem on the first line (NRPE cuts)
 DETAIL_LINE = 300  # characters of each problem on the lines after it
+MAX_DETAILS = 100  # problem lines at most (NRPE's buffer is 64 KiB at best); then a count
 
 
 def text(value: object, width: int = DETAIL_LINE) -> str:
@@ -134,7 +135,9 @@ def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
         _perf("problems_warning", len(firing) - n_crit, None),
     ]
     perf = " ".join(perf_items)
-    details = [f"{STATUS[int(v.level)]}: {problem(v)}" for v in firing]
+    details = [f"{STATUS[int(v.level)]}: {problem(v)}" for v in firing[:MAX_DETAILS]]
+    if len(firing) > MAX_DETAILS:
+        details.append(f"… and {len(firing) - MAX_DETAILS} more (`jobtui stats` lists them all)")
     return worst, "\n".join([f"JOBTUI {STATUS[worst]} - {summary} | {perf}", *details])
 
 
