@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -118,3 +119,44 @@ def test_the_five_minute_path_works_as_written(tmp_path: Path, dsn: str) -> None
     assert done, output[-3000:]
     assert "receipt for order 42" in output
     assert sys.executable  # the test's own interpreter made the venv
+
+
+@pytest.mark.slow
+def test_python_m_build_makes_a_wheel_that_installs_a_working_jobtui(tmp_path: Path) -> None:
+    """The README says `python -m build` makes a wheel for `pip install`/`pipx install`."""
+    builder = tmp_path / "builder"
+    venv.create(builder, with_pip=True)
+    py = str(builder / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JOBTUI_", "VIRTUAL_ENV"))}
+
+    def run(argv: list[str], cwd: Path = tmp_path) -> str:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+        assert proc.returncode == 0, (argv, proc.stdout[-2000:], proc.stderr[-2000:])
+        return proc.stdout
+
+    run([py, "-m", "pip", "install", "-q", "build"])
+    # Build from a copy of the sources, as a user's clone: nothing of this work tree's own
+    # (its venv, build/ or egg-info) helps, and the build leaves nothing in it.
+    src = tmp_path / "src"
+    junk = (".venv", ".git", "site", "build", "dist", "*.egg-info", "*_cache", "__pycache__")
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(*junk, ".jobtui-*"))
+    run([py, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist")], cwd=src)
+    (wheel,) = (tmp_path / "dist").glob("jobtui-*-py3-none-any.whl")
+    target = tmp_path / "target"
+    venv.create(target, with_pip=True)
+    run([str(target / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
+    assert run([str(target / "bin" / "jobtui"), "--version"]).strip() == "jobtui 0.1.0"
+    # The wheel carries the SQL and the console's styles, not only the Python.
+    help_text = run([str(target / "bin" / "jobtui"), "kinds", "--help"])
+    assert "jobtui kinds limit" in help_text
+    run(
+        [
+            str(target / "bin" / "python"),
+            "-c",
+            "from jobtui.sql import queries; assert queries().lookup_kind_known;"
+            "import importlib.resources as r;"
+            "assert any(p.name.endswith('.tcss') for p in r.files('jobtui.tui').iterdir())",
+        ]
+    )
