@@ -145,3 +145,12 @@ def test_a_thousand_problems_stop_at_a_hundred_lines_and_a_count(
     assert "problems_warning=150;;;0;" in first
     assert len(details) == 101 and details[99].startswith("WARNING: kind_099: ")
     assert details[100] == "… and 50 more (`jobtui stats` lists them all)"
+
+
+def test_performance_labels_are_quoted_as_the_plugin_format_asks() -> None:
+    from jobtui.cli.nagios import perf_label, text
+
+    assert perf_label("ready") == "ready"
+    assert perf_label("it's=1 x") == "'it''s_1 x'"
+    assert perf_label(FORGERY) == "'mail/ready_0;;;0; x'"
+    assert text("a|b\nc") == "a/b\\nc"
