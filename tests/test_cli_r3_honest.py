@@ -279,3 +279,12 @@ def test_a_filter_that_matches_rows_the_action_cannot_change_says_so(
         1,
         "nothing made ready: 1 job matched, none waits for a later time now",
     )
+
+
+def test_enqueue_of_an_empty_file_is_an_error(dsn: str, tmp_path: Path) -> None:
+    empty = tmp_path / "jobs.jsonl"
+    empty.write_text("\n  \n")
+    proc = run_cli("enqueue", "--file", str(empty), dsn=dsn)
+    assert_one_error(proc, 1, f"nothing enqueued: {empty} has no jobs")
+    assert proc.stdout == ""
+    assert_one_error(run_cli("enqueue", "--file", "-", input="", dsn=dsn), 1, "<stdin> has no jobs")

@@ -74,6 +74,10 @@ def _enqueue_file(args: Args, schema: str) -> int:
     if args.delay is not None or args.run_at or args.max_attempts or args.priority is not None:
         raise CliError("with --file, put run_at/delay/max_attempts/priority in each line")
     specs = _read_specs(args.file)
+    if not specs:  # never "enqueued 0 jobs" with exit 0
+        raise CliError(
+            f"nothing enqueued: {'<stdin>' if args.file == '-' else args.file} has no jobs"
+        )
     with connect(dsn_of(args), autocommit=False) as conn:
         check_schema(conn, schema)
         conn.rollback()
