@@ -58,7 +58,7 @@ if __package__ in (None, ""):
 
 import psycopg
 
-from benchmarks.article import ARTICLE_DDL
+from benchmarks.article import ARTICLE_CLAIM, ARTICLE_DDL
 from benchmarks.common import SCHEMA, Bench, analyze, percentile, spawn, stop, wait_for
 from benchmarks.systems import Jobtui, listening_sessions
 
@@ -164,18 +164,6 @@ WHERE id = (SELECT id FROM jobs
 RETURNING id, payload
 """
 BARE_DONE = "UPDATE jobs SET finished_at = now() WHERE id = %(id)s"
-# The article's claim, verbatim but for the columns it returns.
-ARTICLE_CLAIM = """
-update jobs set locked_at = now(), attempts = attempts + 1
-where id = (
-  select id from jobs
-  where finished_at is null and locked_at is null and run_at <= now()
-  order by run_at
-  limit 1
-  for update skip locked
-)
-returning id, payload
-"""
 
 
 async def bare_consumer(
@@ -215,7 +203,7 @@ async def bare_consumer(
                 fetched = time.time()
                 if row is None:
                     break
-                payload = json.loads(row[2]) if jobtui_sql else row[1]
+                payload = json.loads(row[2]) if jobtui_sql else row[2 if article else 1]
                 claimed = time.time()
                 events["claim"].append((sent, fetched, claimed, [payload.get("i")]))
                 events["handler"].append((time.time(), payload.get("i")))
