@@ -547,6 +547,7 @@ def test_counts_stay_exact_as_the_clock_reaches_coarse_rows(conn: psycopg.Connec
     Between folds, the article's consumer claims, retries into other hours, deletes."""
     conn.execute(SPREAD, {"kinds": 4, "start": "-3 days", "span": "33 days", "n": 4000})
     conn.execute(SPREAD, {"kinds": 2, "start": "-2 hours", "span": "4 hours", "n": 600})
+    insert(conn, "k1", 3, "'infinity'")
     for step, ago in enumerate(
         ("3 days", "27 hours", "150 minutes", "61 minutes", "30 minutes", "2 minutes", "0 minutes")
     ):

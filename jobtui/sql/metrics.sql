@@ -39,7 +39,7 @@ SELECT now() AS now, date_trunc('minute', now()) AS minute
 -- when they are due (0024: per minute this hour, per hour today, one row from tomorrow on, as
 -- of the last fold; each row's jobs have run_at in [due, until)). `reach` is where the rows
 -- that start by this minute end: the next minute, unless no fold has run since the clock
--- reached a coarser row. Rows starting from `reach` on are scheduled; the jobs due between now
+-- reached a coarser row. Rows starting after `reach` are scheduled; the jobs due between now
 -- and `reach` are counted from the index (`late`: at most a minute of them, and more only
 -- until the next fold); the rest of the waiting rows are ready.
 -- `cancelled` is every row with cancelled_at set, as the Jobs filter has it; `cancel_open` are
@@ -48,20 +48,24 @@ SELECT now() AS now, date_trunc('minute', now()) AS minute
 WITH c AS (
   SELECT * FROM __schema__.jobtui_job_counts()
 ), reach AS (
-  SELECT greatest(date_trunc('minute', now(), 'UTC') + interval '1 minute', max(c.until))
-           AS until
-  FROM c WHERE c.state = 'waiting' AND c.due <= date_trunc('minute', now(), 'UTC')
+  -- the last instant the rows starting by this minute can hold: before their end, or their
+  -- end itself when that is infinity (a job due at infinity is in such a row)
+  SELECT CASE WHEN r.until = 'infinity' THEN r.until
+              ELSE r.until - interval '1 microsecond' END AS last
+  FROM (SELECT greatest(date_trunc('minute', now(), 'UTC') + interval '1 minute',
+                        max(c.until)) AS until
+        FROM c WHERE c.state = 'waiting' AND c.due <= date_trunc('minute', now(), 'UTC')) r
 ), late AS (
   SELECT j.kind, count(*) AS n
   FROM __schema__.jobs j
   WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.attempts < j.max_attempts
     AND j.run_at > now()
-    AND j.run_at < (SELECT r.until FROM reach r)
+    AND j.run_at <= (SELECT r.last FROM reach r)
   GROUP BY j.kind
 ), k AS (
   SELECT c.kind,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'waiting'
-                                     AND c.due >= (SELECT r.until FROM reach r)), 0) AS beyond,
+                                     AND c.due > (SELECT r.last FROM reach r)), 0) AS beyond,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'waiting'), 0) AS waiting,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'retrying'), 0) AS retrying,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'running'), 0) AS running,
