@@ -524,20 +524,20 @@ def waiting_rows(conn: psycopg.Connection) -> int:
 
 
 def test_the_count_rows_stay_o_kinds_at_a_30_day_spread(conn: psycopg.Connection) -> None:
-    """1,000 jobs due over the next 30 days, 3 kinds: at most one row per minute left in this
-    hour, per hour left today, one for the rest and one for the past, per kind (0024), where
-    per due minute (0016) it was one a job."""
+    """1,000 jobs due over the next 30 days, 3 kinds: at most one row per minute to the end of
+    the next hour, per hour to the end of tomorrow, one for the rest and one for the past, per
+    kind (0024), where per due minute (0016) it was one a job."""
     conn.execute(SPREAD, {"kinds": 3, "start": "1 second", "span": "30 days", "n": 1000})
     insert(conn, "k0", 10, "now() - interval '1 hour'")
     conn.execute("SELECT jobtui_fold_job_counts()")
-    assert waiting_rows(conn) <= 3 * (1 + 60 + 24 + 1)
+    assert waiting_rows(conn) <= 3 * (1 + 120 + 48 + 1)
     check(conn)
     # Rows deleted, moved and claimed far out and near: still O(kinds), still exact.
     conn.execute("DELETE FROM jobs WHERE id % 7 = 0")
     conn.execute("UPDATE jobs SET run_at = run_at + interval '3 days' WHERE id % 5 = 0")
     conn.execute("UPDATE jobs SET locked_at = now(), attempts = 1 WHERE id % 11 = 0")
     conn.execute("SELECT jobtui_fold_job_counts()")
-    assert waiting_rows(conn) <= 3 * (1 + 60 + 24 + 1)
+    assert waiting_rows(conn) <= 3 * (1 + 120 + 48 + 1)
     check(conn)
 
 
@@ -549,7 +549,17 @@ def test_counts_stay_exact_as_the_clock_reaches_coarse_rows(conn: psycopg.Connec
     conn.execute(SPREAD, {"kinds": 2, "start": "-2 hours", "span": "4 hours", "n": 600})
     insert(conn, "k1", 3, "'infinity'")
     for step, ago in enumerate(
-        ("3 days", "27 hours", "150 minutes", "61 minutes", "30 minutes", "2 minutes", "0 minutes")
+        (
+            "3 days",
+            "49 hours",
+            "27 hours",
+            "4 hours",
+            "150 minutes",
+            "61 minutes",
+            "30 minutes",
+            "2 minutes",
+            "0 minutes",
+        )
     ):
         conn.execute("SELECT jobtui_fold_job_counts_at(now() - %s::interval)", (ago,))
         assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}, ago
@@ -565,7 +575,7 @@ def test_counts_stay_exact_as_the_clock_reaches_coarse_rows(conn: psycopg.Connec
         conn.execute("DELETE FROM jobs WHERE id %% 29 = %s", (step,))
         assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}, ago
     check(conn)
-    assert waiting_rows(conn) <= 4 * (1 + 60 + 24 + 1)
+    assert waiting_rows(conn) <= 4 * (1 + 120 + 48 + 1)
 
 
 def test_a_fold_never_counts_from_the_future(conn: psycopg.Connection) -> None:

@@ -6,19 +6,22 @@
 -- 200,000 rows and each snapshot 290-810 ms (benchmarks/scale.py --reminders 200000 --counts).
 -- The triggers still write per minute (their cost is unchanged); the fold now keeps a waiting
 -- row at a width that grows with how far off it is, as seen from the fold's minute m:
---   before m                          one row per kind, due = -infinity (as before)
---   from m to the end of this hour    per minute (until NULL: one minute)
---   from there to the end of today    per hour   (until = due + 1 hour)
---   from tomorrow (UTC) on            one row per kind: due = tomorrow, until = infinity
--- so at most about 85 waiting rows per kind. `until` (exclusive) bounds the run_at of the rows
--- a row counts. The clock moves on into coarse rows: a fold that finds one reaching past where
--- its width is allowed (an hour row this hour, the far row today) counts that stretch again
--- from the jobs' own index (jobs_pending: once an hour, an hour's rows; once a day, a day's)
--- and splits it finely; the far row keeps the rest (its rows and deltas, less the recount).
--- Deleting the rows and recounting the jobs in one statement sees one snapshot, so writers
--- still open are in neither and their delta rows come later, as always: counts stay exact.
--- Until a fold splits it, a coarse row that reaches past now is read exactly too, at a cost:
--- the snapshot counts the index from now to that row's `until` (metrics_state_counts).
+--   before m                              one row per kind, due = -infinity (as before)
+--   from m to the end of the next hour    per minute (until NULL: one minute)
+--   from there to the end of tomorrow     per hour   (until = due + 1 hour)
+--   from the day after tomorrow (UTC) on  one row per kind: until = infinity
+-- so at most 1 + 120 + 48 + 1 waiting rows per kind (benchmarks/scale.py: 462 rows in all for
+-- 20 kinds). `until` (exclusive) bounds the run_at of the jobs a row counts. The clock moves
+-- on towards coarse rows: a fold that finds one starting where its width is no longer allowed
+-- (an hour row within the next hour, the far row before the day after tomorrow) counts that
+-- stretch again from the jobs' own index (jobs_pending: each hour an hour's jobs, each day a
+-- day's) and splits it finely; the far row keeps the rest (its jobs and deltas, less the
+-- recount). Deleting the rows and recounting the jobs in one statement sees one snapshot, so a
+-- writer still open is in neither and its delta rows come later, as always: counts stay exact.
+-- The snapshot counts the index from now to where the rows that started by now end
+-- (metrics_state_counts): a minute's jobs while folds keep up; an hour's, or every future
+-- job's, only once no fold has run for an hour, or for a day (no jobtui worker, whose
+-- housekeeper folds every few seconds, and producers too few to fill job_counts: 0021).
 ALTER TABLE __schema__.job_counts ADD COLUMN IF NOT EXISTS until timestamptz;
 
 -- The fold as of `at` (never later than now(): a fold from the future would call rows due that
@@ -34,8 +37,8 @@ BEGIN
   at := least(at, now());
   WITH z AS (
     SELECT date_trunc('minute', at, 'UTC') AS m,
-           date_trunc('hour', at, 'UTC') + interval '1 hour' AS a,
-           date_trunc('day', at, 'UTC') + interval '1 day' AS b
+           date_trunc('hour', at, 'UTC') + interval '2 hours' AS a,
+           date_trunc('day', at, 'UTC') + interval '2 days' AS b
   ), stale AS (
     -- Coarse waiting rows wider than the bucket their start now falls in: counted again.
     SELECT DISTINCT c.due AS lo, least(c.until, z.b) AS hi

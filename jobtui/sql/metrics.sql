@@ -36,10 +36,10 @@ SELECT now() AS now, date_trunc('minute', now()) AS minute
 -- millions to count. `ready` and `scheduled` include retries (as the workers' queue_samples
 -- do); `retrying` counts the retries among them; `exhausted` rows (unlocked, attempts >=
 -- max_attempts: a consumer gave up on them) are in no other state. Waiting rows are kept by
--- when they are due (0024: per minute this hour, per hour today, one row from tomorrow on, as
--- of the last fold; each row's jobs have run_at in [due, until)). `reach` is where the rows
--- that start by this minute end: the next minute, unless no fold has run since the clock
--- reached a coarser row. Rows starting after `reach` are scheduled; the jobs due between now
+-- when they are due (0024: per minute to the end of the next hour, per hour to the end of
+-- tomorrow, one row after that, as of the last fold; each row's jobs have run_at in [due,
+-- until)). `reach` is where the rows that start by this minute end: the next minute, unless no
+-- fold has run for an hour or more and the clock has reached a coarser row. Rows starting after `reach` are scheduled; the jobs due between now
 -- and `reach` are counted from the index (`late`: at most a minute of them, and more only
 -- until the next fold); the rest of the waiting rows are ready.
 -- `cancelled` is every row with cancelled_at set, as the Jobs filter has it; `cancel_open` are
