@@ -582,3 +582,82 @@ def test_a_fold_never_counts_from_the_future(conn: psycopg.Connection) -> None:
     insert(conn, "mail", 5, "now() + interval '2 hours'")
     conn.execute("SELECT jobtui_fold_job_counts_at(now() + interval '1 day')")
     assert check(conn)["mail"]["scheduled"] == 5
+
+
+@pytest.mark.slow
+def test_counts_stay_exact_while_writers_race_the_folds(dsn: str) -> None:
+    """Writers insert, claim, retry into other hours and delete, near and 30 days out, while
+    folds run as of times the clock has passed (each splitting coarse rows from the index)."""
+    import random
+    import threading
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        rnd = random.Random(seed)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            while not stop.is_set():
+                try:
+                    step = rnd.randrange(4)
+                    if step == 0:
+                        c.execute(
+                            SPREAD,
+                            {
+                                "kinds": 3,
+                                "start": f"-{rnd.randrange(3000)} minutes",
+                                "span": "30 days",
+                                "n": 40,
+                            },
+                        )
+                    elif step == 1:
+                        c.execute(
+                            "UPDATE jobs SET locked_at = now(), attempts = attempts + 1"
+                            " WHERE id IN (SELECT id FROM jobs WHERE locked_at IS NULL"
+                            " AND finished_at IS NULL ORDER BY random() LIMIT 15"
+                            " FOR UPDATE SKIP LOCKED)"
+                        )
+                    elif step == 2:
+                        c.execute(
+                            "UPDATE jobs SET locked_at = NULL, run_at = run_at"
+                            " + %s * interval '1 minute' WHERE id IN (SELECT id FROM jobs"
+                            " WHERE locked_at IS NOT NULL ORDER BY random() LIMIT 10"
+                            " FOR UPDATE SKIP LOCKED)",
+                            (rnd.randrange(-500, 3000),),
+                        )
+                    else:
+                        c.execute(
+                            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+                            " ORDER BY random() LIMIT 5 FOR UPDATE SKIP LOCKED)"
+                        )
+                except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                    errors.append(exc)
+                    return
+
+    def folder() -> None:
+        rnd = random.Random(9)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            while not stop.is_set():
+                try:
+                    c.execute(
+                        "SELECT jobtui_fold_job_counts_at(now() - %s * interval '1 minute')",
+                        (rnd.choice((0, 0, 1, 59, 61, 150, 1500, 3000)),),
+                    )
+                except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                    errors.append(exc)
+                    return
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in (1, 2)]
+    threads.append(threading.Thread(target=folder))
+    for t in threads:
+        t.start()
+    time.sleep(4)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT jobtui_fold_job_counts_at(now() - interval '2 days')")
+        assert counted(c) == {k: v for k, v in truth(c).items() if any(v.values())}
+        check(c)
+        assert waiting_rows(c) <= 3 * (1 + 120 + 48 + 1)

@@ -6,7 +6,8 @@
 -- 200,000 rows and each snapshot 290-810 ms (benchmarks/scale.py --reminders 200000 --counts).
 -- The triggers still write per minute (their cost is unchanged); the fold now keeps a waiting
 -- row at a width that grows with how far off it is, as seen from the fold's minute m:
---   before m                              one row per kind, due = -infinity (as before)
+--   before m                              one row per kind, due = -infinity (as before),
+--                                         until = m
 --   from m to the end of the next hour    per minute (until NULL: one minute)
 --   from there to the end of tomorrow     per hour   (until = due + 1 hour)
 --   from the day after tomorrow (UTC) on  one row per kind: until = infinity
@@ -35,10 +36,19 @@ BEGIN
     RETURN;
   END IF;
   at := least(at, now());
-  WITH z AS (
-    SELECT date_trunc('minute', at, 'UTC') AS m,
-           date_trunc('hour', at, 'UTC') + interval '2 hours' AS a,
-           date_trunc('day', at, 'UTC') + interval '2 days' AS b
+  WITH h AS (
+    -- Never back in time: from where the last fold left the due rows (the -infinity row's
+    -- `until`), even when `at` is earlier (a trigger's fold in a transaction that began
+    -- before that fold, a clock set back). A coarse row then never starts before the rows
+    -- already counted as due, and a recount never meets them.
+    SELECT greatest(at, max(c.until) FILTER (WHERE c.state = 'waiting'
+                                               AND c.due = '-infinity')) AS at
+    FROM __schema__.job_counts c
+  ), z AS (
+    SELECT date_trunc('minute', h.at, 'UTC') AS m,
+           date_trunc('hour', h.at, 'UTC') + interval '2 hours' AS a,
+           date_trunc('day', h.at, 'UTC') + interval '2 days' AS b
+    FROM h
   ), stale AS (
     -- Coarse waiting rows wider than the bucket their start now falls in: counted again.
     SELECT DISTINCT c.due AS lo, least(c.until, z.b) AS hi
@@ -84,7 +94,9 @@ BEGIN
                 WHEN r.due < z.a THEN date_trunc('minute', r.due, 'UTC')
                 WHEN r.due < z.b THEN date_trunc('hour', r.due, 'UTC')
                 ELSE z.b END AS due,
-           CASE WHEN r.state <> 'waiting' OR r.due < z.a THEN NULL
+           CASE WHEN r.state <> 'waiting' THEN NULL
+                WHEN r.due < z.m THEN z.m
+                WHEN r.due < z.a THEN NULL
                 WHEN r.due < z.b THEN date_trunc('hour', r.due, 'UTC') + interval '1 hour'
                 ELSE 'infinity'::timestamptz END AS until
   ) f
