@@ -11,8 +11,8 @@
 --   from m to the end of the next hour    per minute (until NULL: one minute)
 --   from there to the end of tomorrow     per hour   (until = due + 1 hour)
 --   from the day after tomorrow (UTC) on  one row per kind: until = infinity
--- so at most 1 + 120 + 48 + 1 waiting rows per kind (benchmarks/scale.py: 462 rows in all for
--- 20 kinds). `until` (exclusive) bounds the run_at of the jobs a row counts. The clock moves
+-- so at most 1 + 120 + 48 + 1 waiting rows per kind (benchmarks/scale.py with the reminders:
+-- 1,104 rows in all for 20 kinds, from 200,504). `until` (exclusive) bounds the run_at of the jobs a row counts. The clock moves
 -- on towards coarse rows: a fold that finds one starting where its width is no longer allowed
 -- (an hour row within the next hour, the far row before the day after tomorrow) counts that
 -- stretch again from the jobs' own index (jobs_pending: each hour an hour's jobs, each day a
@@ -25,9 +25,9 @@
 -- housekeeper folds every few seconds, and producers too few to fill job_counts: 0021).
 ALTER TABLE __schema__.job_counts ADD COLUMN IF NOT EXISTS until timestamptz;
 
--- The fold as of `at` (never later than now(): a fold from the future would call rows due that
--- are not). Folding as of any earlier time is correct too, only less compact: tests use it to
--- see the clock move. One folder at a time (the others skip), as before.
+-- The fold as of `at`: never later than now() (a fold from the future would call rows due that
+-- are not), never earlier than the last fold (see `h`). Tests fold as of earlier times to see
+-- the clock move. One folder at a time (the others skip), as before.
 CREATE OR REPLACE FUNCTION __schema__.jobtui_fold_job_counts_at(at timestamptz) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
