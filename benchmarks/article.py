@@ -18,3 +18,16 @@ create table jobs (
 create index jobs_pending on jobs (run_at)
   where finished_at is null;
 """
+
+# Its consumer's claim, verbatim.
+ARTICLE_CLAIM = """
+update jobs set locked_at = now(), attempts = attempts + 1
+where id = (
+  select id from jobs
+  where finished_at is null and locked_at is null and run_at <= now()
+  order by run_at
+  limit 1
+  for update skip locked
+)
+returning *;
+"""

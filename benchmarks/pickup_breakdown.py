@@ -2,7 +2,7 @@
 
     python -m benchmarks.pickup_breakdown [--jobs 200] [--interval 0.02] [--rounds 3]
                                           [--workers 2] [--dsn ADMIN_DSN]
-                                          [--systems jobtui,bare[,bare-sql]]
+                                          [--systems jobtui,article[,bare,bare-sql]]
                                           [--producer jobtui|bare]
 
 Each run makes a fresh jobtui database, starts `--workers` consumer processes, then a separate
@@ -29,6 +29,10 @@ Phases per job, each p50/p95 over every job of every round:
   decode                   payload JSON decoded (jobtui: its own decode, bare: psycopg's)
   claimed → handler        claim returned → the handler's first line
   total                    enqueue call start → handler start
+`article` (issue 24's floor, in the default systems) is the bare consumer on the article's own
+plain `jobs` table (benchmarks/article.py, a database of its own) with the article's claim, fed
+by one INSERT … pg_notify statement: what a user would otherwise write. `bare` runs on jobtui's
+schema, which hides what the schema costs (its indexes and count triggers on every write).
 `--systems jobtui,bare,bare-sql` adds the bare consumer sending jobtui's own claim statement
 (worker_claim, with the worker's parameters): what it adds to bare is the statement's, what
 jobtui adds to it is the worker's. Rounds rotate which consumer goes first, and the machine is
@@ -54,11 +58,13 @@ if __package__ in (None, ""):
 
 import psycopg
 
+from benchmarks.article import ARTICLE_CLAIM, ARTICLE_DDL
 from benchmarks.common import SCHEMA, Bench, analyze, percentile, spawn, stop, wait_for
 from benchmarks.systems import Jobtui, listening_sessions
 
 DEFAULT_ADMIN_DSN = "postgresql://root@127.0.0.1:5432/postgres"
-SYSTEMS = ("jobtui", "bare", "bare-sql")
+SYSTEMS = ("jobtui", "article", "bare", "bare-sql")
+FLOORS = ("article", "bare")  # the consumers the others are divided by
 PHASES = (
     ("enqueue call", "t_call", "t_ret"),
     ("return → NOTIFY heard", "t_ret", "notify"),
@@ -160,17 +166,22 @@ RETURNING id, payload
 BARE_DONE = "UPDATE jobs SET finished_at = now() WHERE id = %(id)s"
 
 
-async def bare_consumer(dsn: str, out: str, jobtui_sql: bool = False) -> None:
+async def bare_consumer(
+    dsn: str, out: str, jobtui_sql: bool = False, article: bool = False
+) -> None:
     """The article's consumer: LISTEN, and on each NOTIFY claim one job at a time until none
     is left, calling the handler inline, then mark it done. With `jobtui_sql` (`bare-sql`),
     the claim is jobtui's own worker_claim statement, with the parameters the worker sends, so
-    the claim's statement and the worker around it can be told apart."""
+    the claim's statement and the worker around it can be told apart. With `article`, the
+    article's claim on its own table."""
     from jobtui.sql import notify_channel, queries
 
     events: Events = {"poke": [], "task": [], "claim": [], "limits": [], "handler": []}
     me = f"bare-{os.getpid()}"
     sql = BARE_CLAIM
     params: dict[str, Any] = {"me": me}
+    if article:
+        sql, params = ARTICLE_CLAIM, {}
     if jobtui_sql:
         sql = queries(SCHEMA).worker_claim
         params = {"kinds": ["latency", "noop"], "worker": me, "limit": 200, "limits": "{}"}
@@ -192,7 +203,7 @@ async def bare_consumer(dsn: str, out: str, jobtui_sql: bool = False) -> None:
                 fetched = time.time()
                 if row is None:
                     break
-                payload = json.loads(row[2]) if jobtui_sql else row[1]
+                payload = json.loads(row[2]) if jobtui_sql else row[2 if article else 1]
                 claimed = time.time()
                 events["claim"].append((sent, fetched, claimed, [payload.get("i")]))
                 events["handler"].append((time.time(), payload.get("i")))
@@ -297,7 +308,10 @@ def _self_cmd(*args: str) -> list[str]:
 
 def one_run(bench: Bench, system: str, args: argparse.Namespace) -> tuple[list[Any], int]:
     """One run on a fresh database: every job's timeline, and how many could not be timed."""
-    with bench.fresh_db(f"pickup_{system}") as dsn:
+    with bench.fresh_db(f"pickup_{system}", migrate=system != "article") as dsn:
+        if system == "article":
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(ARTICLE_DDL)
         analyze(dsn)
         procs = []
         outs = []
@@ -321,7 +335,7 @@ def one_run(bench: Bench, system: str, args: argparse.Namespace) -> tuple[list[A
             stamps_file = bench.tmp / f"producer-{time.time_ns()}.json"
             cmd = _self_cmd(
                 "producer", dsn, str(stamps_file), str(args.jobs), str(args.warm),
-                str(args.interval), args.producer,
+                str(args.interval), "bare" if system == "article" else args.producer,
             )  # fmt: skip
             subprocess.run(cmd, check=True, cwd=Path(__file__).resolve().parent.parent)
             with psycopg.connect(dsn, autocommit=True) as conn:
@@ -351,7 +365,8 @@ def p(values: list[float], q: float) -> str:
 def print_table(per_system: dict[str, list[dict[str, float]]]) -> None:
     names = [s for s in SYSTEMS if per_system.get(s)]
     phases = {s: phase_values(per_system[s]) for s in names}
-    others = [s for s in names if s != "bare"] if "bare" in names else []
+    floor = next((f for f in FLOORS if f in names), None)
+    others = [s for s in names if s != floor] if floor else []
     head = f"{'phase (ms)':<24}" + "".join(f"{s + ' p50':>14}{s + ' p95':>14}" for s in names)
     head += "".join(f"{s + ' Δp50':>18}" for s in others)
     print(head)
@@ -360,7 +375,7 @@ def print_table(per_system: dict[str, list[dict[str, float]]]) -> None:
         row = f"{name:<24}"
         for s in names:
             row += f"{p(phases[s][name], 50):>14}{p(phases[s][name], 95):>14}"
-        base = percentile(phases["bare"][name], 50) if others else 0.0
+        base = percentile(phases[floor][name], 50) if floor else 0.0
         for s in others:
             a = percentile(phases[s][name], 50)
             ratio = f" ({a / base:.2f}×)" if base > 0.05 and a > 0 else ""  # not of µs
@@ -379,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
     bench = Bench(args.dsn, quick=False, runs=args.rounds, origin="JOBTUI_BENCH_DSN")
     systems = args.systems
     per_system: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
-    per_round: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
+    per_round: dict[str, list[tuple[float, float, float]]] = {s: [] for s in systems}
     print(
         f"pickup breakdown: {args.jobs} jobs {args.interval * 1000:g} ms apart, "
         f"{args.workers} consumer process(es), {args.rounds} round(s), producer "
@@ -393,7 +408,9 @@ def run(args: argparse.Namespace) -> int:
                 lines, untimed = one_run(bench, system, args)
                 per_system[system] += lines
                 tot = phase_values(lines)["total"]
-                per_round[system].append((percentile(tot, 50), percentile(tot, 95)))
+                per_round[system].append(
+                    (percentile(tot, 50), percentile(tot, 95), percentile(tot, 99))
+                )
                 print(
                     f"  round {r + 1} {system}: total p50 {percentile(tot, 50):.3f} ms, "
                     f"p95 {percentile(tot, 95):.3f} ms ({len(lines)} timed, {untimed} not)",
@@ -403,18 +420,29 @@ def run(args: argparse.Namespace) -> int:
         bench.cleanup()
     print()
     print_table(per_system)
-    for system in systems:
-        if system == "bare" or "bare" not in systems:
-            continue
-        a, b = per_round[system], per_round["bare"]
-        r50 = [x[0] / y[0] for x, y in zip(a, b, strict=True)]
-        r95 = [x[1] / y[1] for x, y in zip(a, b, strict=True)]
+    for floor in (f for f in FLOORS if f in systems):
+        for system in systems:
+            if system == floor or system in FLOORS[: FLOORS.index(floor)]:
+                continue
+            a, b = per_round[system], per_round[floor]
+            r50 = [x[0] / y[0] for x, y in zip(a, b, strict=True)]
+            r99 = [x[2] / y[2] for x, y in zip(a, b, strict=True)]
+            print(
+                f"per-round total ratio {system} / {floor}: p50 "
+                + ", ".join(f"{v:.2f}" for v in r50)
+                + f" (median {statistics.median(r50):.2f}); p99 "
+                + ", ".join(f"{v:.2f}" for v in r99)
+                + f" (median {statistics.median(r99):.2f})"
+            )
+    if "jobtui" in systems and "article" in systems:
+        mine = phase_values(per_system["jobtui"])["total"]
+        floor_ = phase_values(per_system["article"])["total"]
         print(
-            f"per-round total ratio {system} / bare: p50 "
-            + ", ".join(f"{v:.2f}" for v in r50)
-            + f" (median {statistics.median(r50):.2f}); p95 "
-            + ", ".join(f"{v:.2f}" for v in r95)
-            + f" (median {statistics.median(r95):.2f})"
+            f"jobtui / the article's consumer, every job of every round: p50 "
+            f"{percentile(mine, 50):.2f} / {percentile(floor_, 50):.2f} ms = "
+            f"{percentile(mine, 50) / percentile(floor_, 50):.2f}× (target ≤ 1.2×), p99 "
+            f"{percentile(mine, 99):.2f} / {percentile(floor_, 99):.2f} ms = "
+            f"{percentile(mine, 99) / percentile(floor_, 99):.2f}× (target ≤ 1.5×)"
         )
     return 0
 
@@ -430,9 +458,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dsn", default=os.environ.get("JOBTUI_BENCH_DSN", DEFAULT_ADMIN_DSN))
     ap.add_argument(
         "--systems",
-        default="jobtui,bare",
-        help=f"comma-separated, from {', '.join(SYSTEMS)} (bare-sql: the bare consumer sending "
-        "jobtui's own claim statement)",
+        default="jobtui,article,bare",
+        help=f"comma-separated, from {', '.join(SYSTEMS)} (article: the bare consumer on the "
+        "article's own table; bare-sql: the bare consumer sending jobtui's own claim statement)",
     )
     ap.add_argument(
         "--producer",
@@ -456,8 +484,15 @@ def main(argv: list[str] | None = None) -> int:
     if role == "jobtui-worker":
         run_jobtui_worker(argv[1], argv[2], int(argv[3]))
         return 0
-    if role in ("bare-worker", "bare-sql-worker"):
-        asyncio.run(bare_consumer(argv[1], argv[2], jobtui_sql=role == "bare-sql-worker"))
+    if role in ("bare-worker", "bare-sql-worker", "article-worker"):
+        asyncio.run(
+            bare_consumer(
+                argv[1],
+                argv[2],
+                jobtui_sql=role == "bare-sql-worker",
+                article=role == "article-worker",
+            )
+        )
         return 0
     if role == "producer":
         bare = argv[6] == "bare"

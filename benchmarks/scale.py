@@ -17,6 +17,12 @@ VACUUM, with a fresh visibility map.
 
     .venv/bin/python benchmarks/scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
     PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/scale.py   # "before"
+
+Issue 24 (counts at any horizon): `--reminders 200000` adds that many jobs scheduled over the
+next 30 days (reminders, trial expiries) to the run's copy, and `--counts` measures only the
+snapshot (p50/p95) and `jobtui stats --json` as a whole process (median of 10 runs).
+
+    .venv/bin/python benchmarks/scale.py --reminders 200000 --counts
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import hashlib
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -110,9 +117,19 @@ def build(dsn: str) -> None:
     print(f"template built in {time.monotonic() - t0:.0f}s", flush=True)
 
 
-def stale(dsn: str) -> None:
-    """What changed since that VACUUM: dead tuples and pages the visibility map misses."""
+def stale(dsn: str, reminders: int = 0) -> None:
+    """What changed since that VACUUM: dead tuples and pages the visibility map misses; and
+    `reminders` jobs due over the next 30 days, evenly."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            """
+            INSERT INTO jobs (kind, payload, run_at)
+            SELECT (%(kinds)s::text[])[1 + g %% 20], jsonb_build_object('reminder', g),
+                   now() + interval '30 days' * g / %(n)s
+            FROM generate_series(1, %(n)s) g
+            """,
+            {"kinds": KINDS, "n": reminders},
+        )
         insert_dead(conn, DEAD - DEAD // 2, KINDS)
         conn.execute(
             """
@@ -206,6 +223,11 @@ def probes() -> dict[str, Probe]:
     }
 
 
+def p95(times: list[float]) -> float:
+    """The 95th percentile of sorted times (nearest rank)."""
+    return times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+
+
 async def measure(dsn: str, runs: int, jit: str) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
@@ -218,9 +240,43 @@ async def measure(dsn: str, runs: int, jit: str) -> dict[str, tuple[float, float
                 if i >= 2:  # two warm-up runs
                     times.append((time.perf_counter() - t0) * 1000)
             times.sort()
-            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-            out[label] = (statistics.median(times), p95)
+            out[label] = (statistics.median(times), p95(times))
     return out
+
+
+def measure_counts(dsn: str, runs: int) -> None:
+    """The snapshot's p50/p95 and `jobtui stats --json`'s whole-process median (issue 24)."""
+    from jobtui import metrics
+
+    with psycopg.connect(dsn, autocommit=True) as conn:  # as a worker's housekeeper would
+        conn.execute("SELECT jobtui_fold_job_counts()")
+
+    async def snapshots() -> list[float]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            times = []
+            for i in range(runs + 2):
+                t0 = time.perf_counter()
+                await metrics.snapshot(conn, "public")
+                if i >= 2:  # two warm-up runs
+                    times.append((time.perf_counter() - t0) * 1000)
+            return sorted(times)
+
+    times = asyncio.run(snapshots())
+    cmd = [sys.executable, "-m", "jobtui", "stats", "--json", "--dsn", dsn]
+    whole = []
+    for i in range(11):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, cwd="/")
+        if i:  # one warm-up run
+            whole.append((time.perf_counter() - t0) * 1000)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    print(
+        f"snapshot p50 {statistics.median(times):.1f} ms, p95 {p95(times):.1f} ms ({runs} runs); "
+        f"`jobtui stats --json` median {statistics.median(whole):.0f} ms (10 runs, whole "
+        f"process); job_counts holds {row[0] if row else 0:,} rows (a shared machine: noisy)",
+        flush=True,
+    )
 
 
 def print_index_use(dsn: str) -> None:
@@ -240,6 +296,8 @@ def main() -> None:
     ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--reminders", type=int, default=0, help="jobs due over the next 30 days")
+    ap.add_argument("--counts", action="store_true", help="only the snapshot and stats --json")
     args = ap.parse_args()
     import jobtui
 
@@ -248,13 +306,17 @@ def main() -> None:
     db = copy_of(args.dsn, template)
     try:
         dsn = conninfo.make_conninfo(args.dsn, dbname=db)
-        stale(dsn)
+        stale(dsn, args.reminders)
         print(
             f"{FINISHED:,} finished, {READY:,} ready, {SCHEDULED:,} scheduled, {DEAD:,} dead "
             f"letters, {len(KINDS)} kinds; {DEAD - DEAD // 2:,} dead letters, {SCHEDULED:,} "
-            "scheduled and 20,000 updated ready rows since the last VACUUM",
+            "scheduled and 20,000 updated ready rows since the last VACUUM; "
+            f"{args.reminders:,} reminders over the next 30 days",
             flush=True,
         )
+        if args.counts:
+            measure_counts(dsn, args.runs)
+            return
         results = {jit: asyncio.run(measure(dsn, args.runs, jit)) for jit in ("on", "off")}
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("VACUUM (ANALYZE) jobs, dead_letters")

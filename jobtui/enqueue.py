@@ -23,12 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, TypeVar, overload
-
-import psycopg
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from jobtui.config import resolve_schema
-from jobtui.db import connect
 from jobtui.jobspec import (  # re-exported: they were defined here before
     DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS,
 )
@@ -157,7 +154,23 @@ def _params(prepared: Prepared, channel: str) -> dict[str, Any]:
 _ZERO = timedelta(0)
 
 
-Target = psycopg.Connection | psycopg.AsyncConnection | str
+if TYPE_CHECKING:  # psycopg is imported by whoever made the connection, not by `import jobtui`
+    import psycopg
+    from typing_extensions import TypeIs
+
+    Target = psycopg.Connection | psycopg.AsyncConnection | str
+
+
+def _is_async(target: object) -> TypeIs[psycopg.AsyncConnection]:
+    import psycopg
+
+    return isinstance(target, psycopg.AsyncConnection)
+
+
+def _connect(dsn: str) -> psycopg.Connection:
+    from jobtui.db import connect
+
+    return connect(dsn, autocommit=False)
 
 
 @overload
@@ -181,10 +194,10 @@ def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> A
     q = queries(schema)
     params = _params(prepared, notify_channel(schema))
     if isinstance(target, str):
-        with connect(target, autocommit=False) as conn:
+        with _connect(target) as conn:
             return enqueue(conn, kind, payload, schema=schema, **options)
     steps = _unique_steps(q, prepared[0], params) if prepared[0].unique_key else None
-    if isinstance(target, psycopg.AsyncConnection):
+    if _is_async(target):
         if steps is not None:
             return _run_async(target, steps, in_transaction=bool(prepared[0].unique_window))
         return _enqueue_async(target, q.enqueue, params)
@@ -335,10 +348,10 @@ def enqueue_many(
     """
     schema = resolve_schema(schema)
     specs = _prepare_all(jobs)
-    if isinstance(target, psycopg.AsyncConnection):
+    if _is_async(target):
         return _enqueue_many_async(target, _Batch(specs, schema), on_progress)
     if isinstance(target, str):
-        with connect(target, autocommit=False) as conn:
+        with _connect(target) as conn:
             return _enqueue_many_sync(conn, _Batch(specs, schema), on_progress)
     return _enqueue_many_sync(target, _Batch(specs, schema), on_progress)
 

@@ -7,20 +7,8 @@ import threading
 import psycopg
 import pytest
 
-from benchmarks.article import ARTICLE_DDL
+from benchmarks.article import ARTICLE_CLAIM, ARTICLE_DDL
 from jobtui.schema import MigrationRefused, current_version, load_migrations, migrate
-
-ARTICLE_CLAIM = """
-update jobs set locked_at = now(), attempts = attempts + 1
-where id = (
-  select id from jobs
-  where finished_at is null and locked_at is null and run_at <= now()
-  order by run_at
-  limit 1
-  for update skip locked
-)
-returning *;
-"""
 
 
 def test_fresh_database_migrates_and_second_run_is_a_no_op(empty_dsn: str) -> None:

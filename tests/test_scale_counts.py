@@ -506,3 +506,158 @@ async def test_finished_rows_are_read_past_a_thousand_kinds_and_an_infinite_run_
         assert seen == finished
     rows = (await browse.list_jobs(aconn, S, JobFilter(kind="odd"))).rows
     assert sorted(r.run_at.year for r in rows) == [1, 9999]
+
+
+# --- issue 24: counts at any horizon --------------------------------------------------------
+
+SPREAD = """
+INSERT INTO jobs (kind, payload, run_at)
+SELECT 'k' || (g %% %(kinds)s), '{}', now() + %(start)s::interval + %(span)s::interval * g / %(n)s
+FROM generate_series(1, %(n)s) g
+"""
+
+
+def waiting_rows(conn: psycopg.Connection) -> int:
+    row = conn.execute("SELECT count(*) FROM job_counts WHERE state = 'waiting'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_count_rows_stay_o_kinds_at_a_30_day_spread(conn: psycopg.Connection) -> None:
+    """1,000 jobs due over the next 30 days, 3 kinds: at most one row per minute to the end of
+    the next hour, per hour to the end of tomorrow, one for the rest and one for the past, per
+    kind (0024), where per due minute (0016) it was one a job."""
+    conn.execute(SPREAD, {"kinds": 3, "start": "1 second", "span": "30 days", "n": 1000})
+    insert(conn, "k0", 10, "now() - interval '1 hour'")
+    conn.execute("SELECT jobtui_fold_job_counts()")
+    assert waiting_rows(conn) <= 3 * (1 + 120 + 48 + 1)
+    check(conn)
+    # Rows deleted, moved and claimed far out and near: still O(kinds), still exact.
+    conn.execute("DELETE FROM jobs WHERE id % 7 = 0")
+    conn.execute("UPDATE jobs SET run_at = run_at + interval '3 days' WHERE id % 5 = 0")
+    conn.execute("UPDATE jobs SET locked_at = now(), attempts = 1 WHERE id % 11 = 0")
+    conn.execute("SELECT jobtui_fold_job_counts()")
+    assert waiting_rows(conn) <= 3 * (1 + 120 + 48 + 1)
+    check(conn)
+
+
+def test_counts_stay_exact_as_the_clock_reaches_coarse_rows(conn: psycopg.Connection) -> None:
+    """Folds as of earlier times leave hour rows and a far row that now() has reached: the
+    counts read them exactly before the next fold, and the next fold splits them exactly.
+    Between folds, the article's consumer claims, retries into other hours, deletes."""
+    conn.execute(SPREAD, {"kinds": 4, "start": "-3 days", "span": "33 days", "n": 4000})
+    conn.execute(SPREAD, {"kinds": 2, "start": "-2 hours", "span": "4 hours", "n": 600})
+    insert(conn, "k1", 3, "'infinity'")
+    for step, ago in enumerate(
+        (
+            "3 days",
+            "49 hours",
+            "27 hours",
+            "4 hours",
+            "150 minutes",
+            "61 minutes",
+            "30 minutes",
+            "2 minutes",
+            "0 minutes",
+        )
+    ):
+        conn.execute("SELECT jobtui_fold_job_counts_at(now() - %s::interval)", (ago,))
+        assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}, ago
+        conn.execute(
+            "UPDATE jobs SET locked_at = now(), attempts = attempts + 1 WHERE id IN (SELECT id"
+            " FROM jobs WHERE locked_at IS NULL AND finished_at IS NULL AND id %% 13 = %s)",
+            (step,),
+        )
+        conn.execute(
+            "UPDATE jobs SET locked_at = NULL, run_at = run_at + interval '97 minutes'"
+            " WHERE locked_at IS NOT NULL AND id % 3 = 0"
+        )
+        conn.execute("DELETE FROM jobs WHERE id %% 29 = %s", (step,))
+        assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}, ago
+    check(conn)
+    assert waiting_rows(conn) <= 4 * (1 + 120 + 48 + 1)
+
+
+def test_a_fold_never_counts_from_the_future(conn: psycopg.Connection) -> None:
+    insert(conn, "mail", 5, "now() + interval '2 hours'")
+    conn.execute("SELECT jobtui_fold_job_counts_at(now() + interval '1 day')")
+    assert check(conn)["mail"]["scheduled"] == 5
+
+
+@pytest.mark.slow
+def test_counts_stay_exact_while_writers_race_the_folds(dsn: str) -> None:
+    """Writers insert, claim, retry into other hours and delete, near and 30 days out, while
+    folds run as of times the clock has passed (each splitting coarse rows from the index)."""
+    import random
+    import threading
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer(seed: int) -> None:
+        rnd = random.Random(seed)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            while not stop.is_set():
+                try:
+                    step = rnd.randrange(4)
+                    if step == 0:
+                        c.execute(
+                            SPREAD,
+                            {
+                                "kinds": 3,
+                                "start": f"-{rnd.randrange(3000)} minutes",
+                                "span": "30 days",
+                                "n": 40,
+                            },
+                        )
+                    elif step == 1:
+                        c.execute(
+                            "UPDATE jobs SET locked_at = now(), attempts = attempts + 1"
+                            " WHERE id IN (SELECT id FROM jobs WHERE locked_at IS NULL"
+                            " AND finished_at IS NULL ORDER BY random() LIMIT 15"
+                            " FOR UPDATE SKIP LOCKED)"
+                        )
+                    elif step == 2:
+                        c.execute(
+                            "UPDATE jobs SET locked_at = NULL, run_at = run_at"
+                            " + %s * interval '1 minute' WHERE id IN (SELECT id FROM jobs"
+                            " WHERE locked_at IS NOT NULL ORDER BY random() LIMIT 10"
+                            " FOR UPDATE SKIP LOCKED)",
+                            (rnd.randrange(-500, 3000),),
+                        )
+                    else:
+                        c.execute(
+                            "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs"
+                            " ORDER BY random() LIMIT 5 FOR UPDATE SKIP LOCKED)"
+                        )
+                except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                    errors.append(exc)
+                    return
+
+    def folder() -> None:
+        rnd = random.Random(9)
+        with psycopg.connect(dsn, autocommit=True) as c:
+            while not stop.is_set():
+                try:
+                    c.execute(
+                        "SELECT jobtui_fold_job_counts_at(now() - %s * interval '1 minute')",
+                        (rnd.choice((0, 0, 1, 59, 61, 150, 1500, 3000)),),
+                    )
+                except BaseException as exc:  # noqa: BLE001 - reported by the test below
+                    errors.append(exc)
+                    return
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in (1, 2)]
+    threads.append(threading.Thread(target=folder))
+    for t in threads:
+        t.start()
+    time.sleep(4)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT jobtui_fold_job_counts_at(now() - interval '2 days')")
+        assert counted(c) == {k: v for k, v in truth(c).items() if any(v.values())}
+        check(c)
+        assert waiting_rows(c) <= 3 * (1 + 120 + 48 + 1)

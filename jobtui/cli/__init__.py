@@ -17,42 +17,59 @@ traceback is shown only with `--debug`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 
 from jobtui import __version__
-from jobtui.cli import (
-    admin,
-    console,
-    dead,
-    demo,
-    jobs,
-    kinds,
-    monitoring,
-    queue,
-    schedules,
-    workers,
-)
 from jobtui.cli.args import FORMATTER, Commands, Parser, common_options, epilog
 from jobtui.cli.errors import EXIT_INTERRUPTED, EXIT_OK, explain, one_line
 
-GROUPS = (
-    console,
-    demo,
-    admin,
-    queue,
-    monitoring,
-    dead,
-    jobs,
-    schedules,
-    kinds,
-    workers,
-)  # in `jobtui --help` order
+# Every command group's module with its top-level commands and their help lines, in `jobtui
+# --help` order. Only the module of the command given is imported (most pull in psycopg, 0.2-0.3
+# s): `--version` and `--help` import none but the console's, whose options are also `jobtui`'s
+# own and which imports nothing heavy until it runs. tests/test_imports.py checks this table
+# against what the modules register.
+GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("jobtui.cli.console", (("console", "Open the terminal console."),)),
+    (
+        "jobtui.cli.demo",
+        (("demo", "Run a self-contained demo: embedded PostgreSQL, worker, live jobs, console."),),
+    ),
+    (
+        "jobtui.cli.admin",
+        (
+            ("worker", "Run the bundled worker with your handlers."),
+            ("migrate", "Create or upgrade jobtui's tables (safe to run repeatedly)."),
+            ("prune", "Delete finished (succeeded or cancelled) jobs older than a window."),
+            ("roles", "Least-privilege roles: print the SQL creating monitor/operator/worker."),
+        ),
+    ),
+    ("jobtui.cli.queue", (("enqueue", "Enqueue one job, or many from a JSON-lines file."),)),
+    (
+        "jobtui.cli.monitoring",
+        (
+            ("stats", "Print the queue's figures (human, JSON or Prometheus text)."),
+            (
+                "check",
+                "Nagios/Icinga check: one status line, exit 0 OK, 1 WARNING, 2 CRITICAL, "
+                "3 UNKNOWN.",
+            ),
+        ),
+    ),
+    ("jobtui.cli.dead", (("dead", "Dead letters: list, show, requeue, delete."),)),
+    ("jobtui.cli.jobs", (("jobs", "Jobs: list, show, cancel, run now."),)),
+    ("jobtui.cli.schedules", (("schedules", "Periodic jobs: list, pause, resume, run now."),)),
+    ("jobtui.cli.kinds", (("kinds", "Job kinds: limits and pauses."),)),
+    ("jobtui.cli.workers", (("workers", "Quiet, resume or stop a running worker."),)),
+)
+CONSOLE = GROUPS[0][0]
 
 
-def build_parser() -> Parser:
-    """The whole command line."""
+def build_parser(load: Container[str] | None = None) -> Parser:
+    """The whole command line; only the groups in `load` (module names; all when None) are
+    imported, the others stand as their names and help lines."""
     common = common_options()
     parser = Parser(
         prog="jobtui",
@@ -69,14 +86,27 @@ def build_parser() -> Parser:
     )
     parser.add_argument("--version", action="version", version=f"jobtui {__version__}")
     commands = Commands.under(parser, common, "command", required=False)
-    for group in GROUPS:
-        group.register(commands)
+    assert parser.subcommands is not None
+    for module, names in GROUPS:
+        if load is None or module in load:
+            importlib.import_module(module).register(commands)
+        else:  # a stand-in: its arguments are parsed once its module is loaded
+            for name, help_ in names:
+                parser.subcommands.add_parser(name, help=help_, add_help=False)
     return parser
 
 
+def _module_of(command: str | None) -> str:
+    return next((m for m, names in GROUPS for n, _ in names if n == command), CONSOLE)
+
+
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse; stray arguments are reported by the subcommand they were given to."""
-    parser = build_parser()
+    """Parse; stray arguments are reported by the subcommand they were given to.
+
+    Twice: first with the console's group only, to learn the command (`--help` and `--version`
+    end there), then with that command's group loaded."""
+    first, _ = build_parser({CONSOLE}).parse_known_args(argv)
+    parser = build_parser({CONSOLE, _module_of(getattr(first, "command", None))})
     args, extra = parser.parse_known_args(argv)
     if extra:
         target = parser

@@ -13,20 +13,16 @@ line on stderr and a non-zero exit.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobtui import browse
 from jobtui.cli.args import Args, Commands, duration, job_id
 from jobtui.cli.errors import CliError
-from jobtui.cli.session import dsn_of, schema_of
-from jobtui.console_config import ConsoleConfig, load_console_config
-from jobtui.db import aconnect, check_schema, connect
 
 if TYPE_CHECKING:
+    from jobtui.console_config import ConsoleConfig
     from jobtui.tui.app import DeepLink
 
 MIN_REFRESH_S = 0.5
@@ -98,6 +94,13 @@ def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 
 def cmd_console(args: Args) -> int:
+    # Imported here: this module is loaded to parse every command line (`jobtui --version`).
+    import asyncio
+
+    from jobtui.cli.session import dsn_of, schema_of
+    from jobtui.console_config import load_console_config
+    from jobtui.db import check_schema, connect
+
     config_path = getattr(args, "config", None)
     config = load_console_config(Path(config_path) if config_path else None)
     if getattr(args, "read_only", False):
@@ -129,6 +132,9 @@ def cmd_console(args: Args) -> int:
 
 async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:
     """ "job" when `row_id` is in jobs, "dead" when only in dead letters, else None."""
+    from jobtui import browse
+    from jobtui.db import aconnect
+
     conn = await aconnect(dsn)
     try:
         if await browse.get_job(conn, schema, row_id) is not None:

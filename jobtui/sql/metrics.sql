@@ -36,25 +36,36 @@ SELECT now() AS now, date_trunc('minute', now()) AS minute
 -- millions to count. `ready` and `scheduled` include retries (as the workers' queue_samples
 -- do); `retrying` counts the retries among them; `exhausted` rows (unlocked, attempts >=
 -- max_attempts: a consumer gave up on them) are in no other state. Waiting rows are kept by
--- the minute they are due, so those of earlier minutes are ready; of the current minute's,
--- those due later in it (`late`, an index range of at most a minute) are still scheduled.
+-- when they are due (0024: per minute to the end of the next hour, per hour to the end of
+-- tomorrow, one row after that, as of the last fold; each row's jobs have run_at in [due,
+-- until)). `reach` is where the rows that start by this minute end: the next minute, unless no
+-- fold has run for an hour or more and the clock has reached a coarser row. Rows starting after `reach` are scheduled; the jobs due between now
+-- and `reach` are counted from the index (`late`: at most a minute of them, and more only
+-- until the next fold); the rest of the waiting rows are ready.
 -- `cancelled` is every row with cancelled_at set, as the Jobs filter has it; `cancel_open` are
 -- those among them not finished yet (so also in an unfinished state).
 -- Shared by the snapshot and the Jobs tab's counts (jobtui.browse).
 WITH c AS (
   SELECT * FROM __schema__.jobtui_job_counts()
+), reach AS (
+  -- the last instant the rows starting by this minute can hold: before their end, or their
+  -- end itself when that is infinity (a job due at infinity is in such a row)
+  SELECT CASE WHEN r.until = 'infinity' THEN r.until
+              ELSE r.until - interval '1 microsecond' END AS last
+  FROM (SELECT greatest(date_trunc('minute', now(), 'UTC') + interval '1 minute',
+                        max(c.until)) AS until
+        FROM c WHERE c.state = 'waiting' AND c.due <= date_trunc('minute', now(), 'UTC')) r
 ), late AS (
   SELECT j.kind, count(*) AS n
   FROM __schema__.jobs j
   WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.attempts < j.max_attempts
     AND j.run_at > now()
-    AND j.run_at < date_trunc('minute', now(), 'UTC') + interval '1 minute'
+    AND j.run_at <= (SELECT r.last FROM reach r)
   GROUP BY j.kind
 ), k AS (
   SELECT c.kind,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'waiting'
-                                     AND c.due <= date_trunc('minute', now(), 'UTC')), 0)
-           AS due_now,
+                                     AND c.due > (SELECT r.last FROM reach r)), 0) AS beyond,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'waiting'), 0) AS waiting,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'retrying'), 0) AS retrying,
          coalesce(sum(c.n) FILTER (WHERE c.state = 'running'), 0) AS running,
@@ -67,8 +78,8 @@ WITH c AS (
   GROUP BY c.kind
 )
 SELECT k.kind,
-       (k.due_now - coalesce(l.n, 0))::bigint AS ready,
-       (k.waiting - k.due_now + coalesce(l.n, 0))::bigint AS scheduled,
+       (k.waiting - k.beyond - coalesce(l.n, 0))::bigint AS ready,
+       (k.beyond + coalesce(l.n, 0))::bigint AS scheduled,
        k.retrying::bigint AS retrying, k.running::bigint AS running,
        k.exhausted::bigint AS exhausted, k.succeeded::bigint AS succeeded,
        k.cancelled::bigint AS cancelled, k.cancel_open::bigint AS cancel_open
