@@ -53,16 +53,16 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("stats", "Print the queue's figures (human, JSON or Prometheus text)."),
             (
                 "check",
-                "Nagios/Icinga check: one status line, exit 0 OK, 1 WARNING, 2 CRITICAL, "
-                "3 UNKNOWN.",
+                "Nagios/Icinga check: a status line, then one line per problem; exit 0 OK, "
+                "1 WARNING, 2 CRITICAL, 3 UNKNOWN.",
             ),
         ),
     ),
     ("jobtui.cli.dead", (("dead", "Dead letters: list, show, requeue, delete."),)),
-    ("jobtui.cli.jobs", (("jobs", "Jobs: list, show, cancel, run now."),)),
+    ("jobtui.cli.jobs", (("jobs", "Jobs: list, show, why, cancel, run now, rerun."),)),
     ("jobtui.cli.schedules", (("schedules", "Periodic jobs: list, pause, resume, run now."),)),
     ("jobtui.cli.kinds", (("kinds", "Job kinds: limits and pauses."),)),
-    ("jobtui.cli.workers", (("workers", "Quiet, resume or stop a running worker."),)),
+    ("jobtui.cli.workers", (("workers", "List workers; quiet, resume or stop a running worker."),)),
 )
 CONSOLE = GROUPS[0][0]
 
