@@ -1,4 +1,6 @@
-"""Issue 26 items 14 and 15, the engine: what holds back VACUUM is named by what it really is.
+"""Issue 26 items 14 and 15: what holds back VACUUM is named by what it really is, in the
+engine (`dbhealth.collect`, `ops`) and on the console's Database tab at 80×24 (the holder's kind,
+and the key that helps with that kind: never K on a vacuum process).
 
 Each case makes one real holder of the xmin horizon (a session next to a running VACUUM or an
 autovacuum worker, a prepared transaction, a logical and a physical replication slot, a
@@ -27,6 +29,9 @@ import pytest
 from apps.helpers import wait_until
 from psycopg import conninfo
 from test_dbhealth import open_blocker, reading
+from test_tui_actions import choices
+from test_tui_console import config, notifications, rendered, table, until
+from test_tui_database import SMALL, blocker_text, open_database_tab
 from topology import (
     Cluster,
     _dedicated_primary,
@@ -39,6 +44,8 @@ from topology import (
 from jobtui import ops
 from jobtui.dbhealth import PREPARED, SESSION, SLOT, STANDBY, DbHealth
 from jobtui.schema import migrate
+from jobtui.tui.app import JobtuiApp
+from jobtui.tui.screens.confirm import ConfirmScreen
 
 # The settings the server of its own starts with (after topology's defaults).
 HORIZON_SETTINGS = (
@@ -518,3 +525,206 @@ def _slot_active(conn: psycopg.Connection, slot: str) -> bool:
         "SELECT active FROM pg_replication_slots WHERE slot_name = %s", (slot,)
     ).fetchone()
     return bool(row and row[0])
+
+
+# ------------------------------------------------------------------ the Database tab
+
+
+def footer(app: JobtuiApp) -> str:
+    return rendered(app.query_one("Footer"))
+
+
+def audit(dsn: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT action, count, filter ->> 'gid', filter ->> 'slot' FROM audit_log ORDER BY id"
+        ).fetchall()
+
+
+async def test_a_vacuum_is_never_offered_k_the_session_after_it_is(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    with slow_vacuum(dsn) as vacuum_pid:
+        app = JobtuiApp(dsn, "public", config=config())
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            # Only the VACUUM has a snapshot: nothing holds back vacuum, and no K.
+            await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
+            assert f"pid {vacuum_pid}" not in blocker_text(app)
+            assert "Terminate" not in footer(app)
+            await pilot.press("K")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+            blocker = open_blocker(dsn, app="idle-after-vacuum")
+            pid = blocker.info.backend_pid
+            try:
+                await until(pilot, lambda: f"pid {pid}" in blocker_text(app))
+                text = blocker_text(app)
+                assert text.startswith(f"Holds back vacuum: pid {pid} · transaction ")
+                assert f"pid {vacuum_pid}" not in text and "C cancel · K terminate" in text
+                assert "Terminate" in footer(app)
+                await pilot.press("K")
+                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+                assert app.screen.query_one("#confirm-box").border_title == (
+                    f"Terminate backend {pid}?"
+                )
+                await pilot.press("escape")
+                await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+            finally:
+                await closed(blocker, conn)
+            await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
+
+
+async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str) -> None:
+    gid = f"order-{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(hdsn, autocommit=True) as conn:
+        needs_prepared(conn)
+        with psycopg.connect(hdsn, autocommit=True) as tx:
+            tx.execute("BEGIN")
+            tx.execute("SELECT txid_current()")
+            tx.execute(f"PREPARE TRANSACTION '{gid}'")
+        probe_churn(conn, 100)
+        assert not_removable(conn) >= 100
+        app = JobtuiApp(hdsn, "public", config=config())
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            await until(pilot, lambda: f"prepared transaction '{gid}'" in blocker_text(app))
+            lines = blocker_text(app).splitlines()
+            assert lines[0].startswith(f"Holds back vacuum: prepared transaction '{gid}' · ")
+            assert "E end it (ROLLBACK or COMMIT PREPARED)" in blocker_text(app)
+            assert "two-phase commit" in blocker_text(app)
+            assert "End prepared" in footer(app)
+            assert "Terminate" not in footer(app) and "Drop slot" not in footer(app)
+            await pilot.press("K")  # not a session: K does nothing
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("E")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            assert isinstance(app.screen, ConfirmScreen)
+            assert choices(app.screen) == [
+                f"1  ROLLBACK PREPARED '{gid}': discard its changes",
+                f"2  COMMIT PREPARED '{gid}': keep its changes",
+                "esc  back, change nothing",
+            ]
+            await pilot.press("1")
+            await until(
+                pilot, lambda: f"rolled back prepared transaction '{gid}'" in notifications(app)
+            )
+            await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
+            assert "End prepared" not in footer(app)
+        assert audit(hdsn) == [("rollback_prepared", 1, gid, None)]
+        assert not_removable(conn) == 0
+
+
+async def test_another_role_s_prepared_transaction_is_refused_in_one_line(hdsn: str) -> None:
+    role = f"jobtui_ro_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(hdsn, autocommit=True) as conn:
+        needs_prepared(conn)
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        # an operator that may write (the console is not read-only), but is not the owner
+        conn.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+        conn.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+        with psycopg.connect(hdsn, autocommit=True) as tx:
+            tx.execute("BEGIN")
+            tx.execute("SELECT txid_current()")
+            tx.execute("PREPARE TRANSACTION 'theirs'")
+        try:
+            app = JobtuiApp(conninfo.make_conninfo(hdsn, user=role), "public", config=config())
+            async with app.run_test(size=SMALL) as pilot:
+                await open_database_tab(app, pilot)
+                await until(pilot, lambda: "prepared transaction 'theirs'" in blocker_text(app))
+                assert "E not allowed: only a superuser or role" in blocker_text(app)
+                await pilot.press("E")
+                await until(pilot, lambda: any("may not end" in n for n in notifications(app)))
+                note = next(n for n in notifications(app) if "may not end" in n)
+                assert "\n" not in note and "Traceback" not in note
+                assert note.startswith("This role may not end prepared transaction 'theirs': ")
+                assert not isinstance(app.screen, ConfirmScreen)
+            assert conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall() == [("theirs",)]
+            assert audit(hdsn) == []
+        finally:
+            conn.execute("ROLLBACK PREPARED 'theirs'")
+            conn.execute(f'DROP OWNED BY "{role}"')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
+async def test_a_slot_is_shown_and_dropped_with_d(hdsn: str) -> None:
+    slot = f"cdc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(hdsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        try:
+            app = JobtuiApp(hdsn, "public", config=config())
+            async with app.run_test(size=SMALL) as pilot:
+                await open_database_tab(app, pilot)
+                await until(pilot, lambda: f"replication slot '{slot}'" in blocker_text(app))
+                lines = blocker_text(app).splitlines()
+                assert lines[0].startswith(
+                    f"Holds back vacuum of the catalogs: logical replication slot '{slot}' · "
+                    "catalog_xmin "
+                ), lines[0]
+                assert lines[0].endswith(" · inactive")
+                assert "D drop the slot" in blocker_text(app)
+                assert "Drop slot" in footer(app) and "Terminate" not in footer(app)
+                await pilot.press("D")
+                await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+                await pilot.press("1")
+                await until(
+                    pilot,
+                    lambda: f"dropped logical replication slot '{slot}'" in notifications(app),
+                )
+                await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
+            assert audit(hdsn) == [("drop_replication_slot", 1, None, slot)]
+        finally:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (slot,),
+            )
+
+
+async def test_standby_feedback_is_named_and_offers_no_key(horizon: Horizon, hdsn: str) -> None:
+    standby = horizon.standby()
+    dbname = conninfo.conninfo_to_dict(hdsn)["dbname"]
+    assert isinstance(dbname, str)
+    _standby_feedback(standby, True)
+    try:
+        with psycopg.connect(hdsn, autocommit=True) as conn:
+            conn.execute("SELECT txid_current()")
+        app = JobtuiApp(hdsn, "public", config=config())
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            with standby_reader(standby, dbname):
+                await until(pilot, lambda: "(hot_standby_feedback)" in blocker_text(app), 20)
+                text = blocker_text(app)
+                assert text.startswith("Holds back vacuum: standby ")
+                assert "no action here: end the long query on the standby" in text
+                for key in ("Terminate", "Cancel query", "End prepared", "Drop slot"):
+                    assert key not in footer(app)
+                await pilot.press("K")
+                await pilot.pause(0.3)
+                assert not isinstance(app.screen, ConfirmScreen)
+    finally:
+        _standby_feedback(standby, False)
+
+
+@pytest.mark.slow
+async def test_counts_past_a_million_are_never_cut(dsn: str, conn: psycopg.Connection) -> None:
+    have = conn.execute("SELECT count(*) FROM jobtui_migrations").fetchone()
+    assert have is not None
+    conn.execute(
+        "INSERT INTO jobtui_migrations (version, name) "
+        "SELECT g, 'x' FROM generate_series(100000, 100000 + %s - 1) g",
+        (2_450_251 - int(have[0]),),
+    )
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SMALL) as pilot:
+        await open_database_tab(app, pilot)
+        tables = table(app, "#database-tables")
+
+        def row() -> str:
+            lines = rendered(tables).splitlines()
+            return next((line for line in lines if "jobtui_migrations" in line), "")
+
+        await until(pilot, lambda: "2.45M" in row(), 10)
+        assert "245025" not in rendered(tables)
