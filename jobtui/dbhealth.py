@@ -333,13 +333,16 @@ def _worker(r: dict[str, Any]) -> WorkerWakeup:
 
 
 def format_bytes(n: int) -> str:
-    """`8.0 kB`, `12.3 MB`: a size for a narrow column (powers of 1024, as pg_size_pretty)."""
+    """`8.0 kB`, `12.3 MB`, `1023 MB`: a size in at most 7 characters, never cut (powers of
+    1024, as pg_size_pretty; one decimal below 100 of a unit)."""
     size = float(n)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if size < 1024 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            if unit == "B" or size >= 99.95:
+                return f"{size:.0f} {unit}"
+            return f"{size:.1f} {unit}"
         size /= 1024
-    return f"{size:.1f} TB"
+    raise AssertionError("unreachable")
 
 
 def format_count(n: int) -> str:

@@ -42,7 +42,15 @@ from topology import (
 )
 
 from jobtui import ops
-from jobtui.dbhealth import PREPARED, SESSION, SLOT, STANDBY, DbHealth
+from jobtui.dbhealth import (
+    PREPARED,
+    SESSION,
+    SLOT,
+    STANDBY,
+    DbHealth,
+    format_bytes,
+    format_count,
+)
 from jobtui.schema import migrate
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
@@ -465,6 +473,15 @@ async def test_a_physical_slot_holds_back_every_table_and_is_dropped(
                 await _held_back(
                     conn, "SELECT age(xmin) FROM pg_replication_slots WHERE slot_name = %s", slot
                 )
+                # In use by the standby: named with its consumer, and not dropped (one line).
+                h = await reading(hdsn)
+                b = next(b for b in h.holders if b.name == slot)
+                assert b.pid is not None and b.refusal is not None and "in use by pid" in b.refusal
+                async with await psycopg.AsyncConnection.connect(hdsn, autocommit=True) as aconn:
+                    with pytest.raises(ops.Refused, match="in use") as refused:
+                        await ops.drop_slot(aconn, "public", slot, "physical", actor=ops.Actor("c"))
+                assert "\n" not in str(refused.value)
+                assert _slot_active(conn, slot)
             # The standby lets go of the slot (its feedback goes on, fresh, through its
             # walsender); the slot's xmin stays behind, holding back every table.
             _standby_feedback(standby, True)
@@ -728,3 +745,15 @@ async def test_counts_past_a_million_are_never_cut(dsn: str, conn: psycopg.Conne
 
         await until(pilot, lambda: "2.45M" in row(), 10)
         assert "245025" not in rendered(tables)
+
+
+def test_sizes_and_counts_fit_their_columns_and_keep_their_unit() -> None:
+    """The tables' size column is 8 wide and live/dead 6: every value fits, with its unit."""
+    for n in (0, 999, 1023, 1000 * 1024, 1023 * 1024 + 1000, 99 * 1024**3, 5 * 1024**5):
+        assert len(format_bytes(n)) <= 7, format_bytes(n)
+    assert format_bytes(1000 * 1024) == "1000 kB"
+    for n in (999_999, 1_000_000, 2_450_251, 99_950_000, 999_500_000, 10**12, 10**16):
+        assert len(format_count(n)) <= 6, format_count(n)
+    assert format_count(999_999) == "999999"
+    assert format_count(2_450_251) == "2.45M"
+    assert format_count(999_500_000) == "1.00G"
