@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from jobtui.config import format_duration
-from jobtui.inert import prometheus_label
+from jobtui.inert import cut, prometheus_label
 from jobtui.models import ReplicaInfo
 from jobtui.sql import queries
 
@@ -82,14 +82,16 @@ class Blocker:
     catalog_only: bool = False
     since: datetime | None = None
 
-    def label(self) -> str:
-        """Its kind and name in its own words: `pid 123`, `prepared transaction 'g'`, …"""
+    def label(self, width: int | None = None) -> str:
+        """Its kind and name in its own words: `pid 123`, `prepared transaction 'g'`, …; the
+        name quoted with its control characters escaped, cut to `width` with an ellipsis."""
+        name = repr(self.name if width is None else cut(self.name or "", width))
         if self.kind == PREPARED:
-            return f"prepared transaction {self.name!r}"
+            return f"prepared transaction {name}"
         if self.kind == SLOT:
-            return f"{self.slot_type or 'replication'} replication slot {self.name!r}"
+            return f"{self.slot_type or 'replication'} replication slot {name}"
         if self.kind == STANDBY:
-            return f"standby {self.name!r} (hot_standby_feedback)"
+            return f"standby {name} (hot_standby_feedback)"
         return f"pid {self.pid}"
 
     @property

@@ -593,21 +593,25 @@ async def test_a_vacuum_is_never_offered_k_the_session_after_it_is(
 
 
 async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str) -> None:
-    gid = f"order-{uuid.uuid4().hex[:6]}"
+    # a gid may be 200 bytes, and hostile: the tab cuts it (…) and escapes it; the
+    # confirmation names it whole
+    gid = f"order-{uuid.uuid4().hex[:6]}\x1b[31m" + "x" * 150
+    short = repr(gid[:39] + "…")
     with psycopg.connect(hdsn, autocommit=True) as conn:
         needs_prepared(conn)
-        with psycopg.connect(hdsn, autocommit=True) as tx:
-            tx.execute("BEGIN")
-            tx.execute("SELECT txid_current()")
-            tx.execute(f"PREPARE TRANSACTION '{gid}'")
+        with psycopg.connect(hdsn, autocommit=True) as tx, psycopg.ClientCursor(tx) as cur:
+            cur.execute("BEGIN")
+            cur.execute("SELECT txid_current()")
+            cur.execute("PREPARE TRANSACTION %s", (gid,))
         probe_churn(conn, 100)
         assert not_removable(conn) >= 100
         app = JobtuiApp(hdsn, "public", config=config())
         async with app.run_test(size=SMALL) as pilot:
             await open_database_tab(app, pilot)
-            await until(pilot, lambda: f"prepared transaction '{gid}'" in blocker_text(app))
+            await until(pilot, lambda: f"prepared transaction {short}" in blocker_text(app))
             lines = blocker_text(app).splitlines()
-            assert lines[0].startswith(f"Holds back vacuum: prepared transaction '{gid}' · ")
+            assert lines[0].startswith(f"Holds back vacuum: prepared transaction {short} · ")
+            assert "\x1b" not in blocker_text(app)
             assert "E end it (ROLLBACK or COMMIT PREPARED)" in blocker_text(app)
             assert "two-phase commit" in blocker_text(app)
             assert "End prepared" in footer(app)
@@ -619,13 +623,13 @@ async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str)
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             assert isinstance(app.screen, ConfirmScreen)
             assert choices(app.screen) == [
-                f"1  ROLLBACK PREPARED '{gid}': discard its changes",
-                f"2  COMMIT PREPARED '{gid}': keep its changes",
+                f"1  ROLLBACK PREPARED {gid!r}: discard its changes",
+                f"2  COMMIT PREPARED {gid!r}: keep its changes",
                 "esc  back, change nothing",
             ]
             await pilot.press("1")
             await until(
-                pilot, lambda: f"rolled back prepared transaction '{gid}'" in notifications(app)
+                pilot, lambda: f"rolled back prepared transaction {gid!r}" in notifications(app)
             )
             await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
             assert "End prepared" not in footer(app)

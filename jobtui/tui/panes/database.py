@@ -55,6 +55,7 @@ ACTION_KIND = {
     "drop_slot": SLOT,
 }
 QUERY_WIDTH = 150
+NAME_WIDTH = 40  # a gid may be 200 characters: the tab cuts it (…), the confirmation does not
 FIRST_TABLES = ("jobs", "dead_letters")  # the queue itself first, then the rest by name
 
 
@@ -136,7 +137,7 @@ class DatabasePane(Pane):
         parts += ["\n", *_detail(b, st)]
         others = h.holders[1:]
         if others:
-            also = ", ".join(o.label() for o in others[:3])
+            also = ", ".join(o.label(NAME_WIDTH // 2) for o in others[:3])
             more = f" and {len(others) - 3} more" if len(others) > 3 else ""
             parts.append(inert(f"\nalso holding back: {also}{more}", style=st.muted))
         info.set(*parts)
@@ -432,7 +433,7 @@ def _what(b: Blocker, st: CellStyles) -> list[Text | str]:
             " · ",
             inert(b.state or b.backend_type or "?", style=st.warning),
         ]
-    parts: list[Text | str] = [inert(b.label(), style=st.error)]
+    parts: list[Text | str] = [inert(b.label(NAME_WIDTH), style=st.error)]
     if b.kind == PREPARED and b.xact_age_s is not None:
         parts += [" · ", Text(f"prepared {format_duration(b.xact_age_s)} ago", style=st.error)]
     elif b.kind == SLOT:
