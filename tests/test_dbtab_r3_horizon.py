@@ -32,6 +32,7 @@ from test_dbhealth import open_blocker, reading
 from test_tui_actions import choices
 from test_tui_console import config, notifications, rendered, table, until
 from test_tui_database import SMALL, blocker_text, open_database_tab
+from test_tui_layout import screen_lines
 from topology import (
     Cluster,
     _dedicated_primary,
@@ -739,16 +740,15 @@ async def test_counts_past_a_million_are_never_cut(dsn: str, conn: psycopg.Conne
     )
     conn.execute("SELECT pg_stat_force_next_flush()")
     app = JobtuiApp(dsn, "public", config=config())
-    async with app.run_test(size=SMALL) as pilot:
+    async with app.run_test(size=(80, 60)) as pilot:
         await open_database_tab(app, pilot)
-        tables = table(app, "#database-tables")
+        await until(pilot, lambda: "jobtui_migrations" in rendered(table(app, "#database-tables")))
 
-        def row() -> str:
-            lines = rendered(tables).splitlines()
-            return next((line for line in lines if "jobtui_migrations" in line), "")
+        def row() -> str:  # as the terminal shows it
+            return next((line for line in screen_lines(app) if "jobtui_migrations" in line), "")
 
         await until(pilot, lambda: "2.45M" in row(), 10)
-        assert "245025" not in rendered(tables)
+        assert "245025" not in "\n".join(screen_lines(app))
 
 
 def test_sizes_and_counts_fit_their_columns_and_keep_their_unit() -> None:
@@ -761,3 +761,20 @@ def test_sizes_and_counts_fit_their_columns_and_keep_their_unit() -> None:
     assert format_count(999_999) == "999999"
     assert format_count(2_450_251) == "2.45M"
     assert format_count(999_500_000) == "1.00G"
+
+
+async def test_a_day_old_wake_up_is_shown_whole(dsn: str, conn: psycopg.Connection) -> None:
+    """The workers table's "last wake" column holds the longest age it shows (`23h59m ago`)."""
+    conn.execute(
+        "INSERT INTO workers (id, host, pid, kinds, concurrency, running, started_at, "
+        "heartbeat_at, last_wakeup_at, listen_connected) VALUES ('w-quiet', 'h', 1, "
+        "ARRAY['k'], 1, 0, now(), now(), now() - interval '23 hours 59 minutes 30 seconds', true)"
+    )
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SMALL) as pilot:
+        await open_database_tab(app, pilot)
+        workers = table(app, "#database-workers")
+        await until(pilot, lambda: "w-quiet" in rendered(workers))
+        await pilot.pause(0.2)
+        row = next(line for line in screen_lines(app) if "w-quiet" in line)
+        assert "23h59m ago" in row, row

@@ -81,7 +81,7 @@ class DatabasePane(Pane):
             ("id", "worker", 20),
             ("wake", "woken by", 13),
             ("listen", "LISTEN", 6),
-            ("last", "last wake", 9),
+            ("last", "last wake", 10),  # "23h59m ago"
             ("note", "why polling", 19),
         )
         self.query_one("#database-tables", KeyedTable).setup_columns(
