@@ -381,7 +381,7 @@ async def test_a_logical_slot_holds_back_the_catalogs_and_is_dropped(hdsn: str) 
     slot = f"cdc_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(hdsn, autocommit=True) as conn:
         needs(conn, "wal_level", setting(conn, "wal_level") == "logical", "no logical slot")
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        create_logical_slot(conn, slot)
         try:
             # catalog rows made and deleted after the slot's catalog_xmin
             for i in range(20):
@@ -411,6 +411,16 @@ async def test_a_logical_slot_holds_back_the_catalogs_and_is_dropped(hdsn: str) 
                 "WHERE slot_name = %s",
                 (slot,),
             )
+
+
+def create_logical_slot(conn: psycopg.Connection, slot: str) -> None:
+    """A logical slot; its creation waits for every open transaction of the server (a
+    prepared one left by a failed case included): fail after 20 s rather than hang."""
+    conn.execute("SET statement_timeout = '20s'")
+    try:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    finally:
+        conn.execute("RESET statement_timeout")
 
 
 def _standby_feedback(standby: Cluster, on: bool, slot: str = "") -> None:
@@ -615,6 +625,13 @@ async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str)
             assert "\x1b" not in blocker_text(app)
             assert "E end it (ROLLBACK or COMMIT PREPARED)" in blocker_text(app)
             assert "two-phase commit" in blocker_text(app)
+            # a younger session holds back too: named below, the older prepared one first
+            session = open_blocker(hdsn)
+            also = f"also holding back: pid {session.info.backend_pid}"
+            await until(pilot, lambda: also in blocker_text(app))
+            assert blocker_text(app).startswith("Holds back vacuum: prepared transaction ")
+            await closed(session, conn)
+            await until(pilot, lambda: "also holding back" not in blocker_text(app))
             assert "End prepared" in footer(app)
             assert "Terminate" not in footer(app) and "Drop slot" not in footer(app)
             await pilot.press("K")  # not a session: K does nothing
@@ -673,7 +690,7 @@ async def test_another_role_s_prepared_transaction_is_refused_in_one_line(hdsn: 
 async def test_a_slot_is_shown_and_dropped_with_d(hdsn: str) -> None:
     slot = f"cdc_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(hdsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+        create_logical_slot(conn, slot)
         try:
             app = JobtuiApp(hdsn, "public", config=config())
             async with app.run_test(size=SMALL) as pilot:

@@ -137,9 +137,12 @@ class DatabasePane(Pane):
         parts += ["\n", *_detail(b, st)]
         others = h.holders[1:]
         if others:
-            also = ", ".join(o.label(NAME_WIDTH // 2) for o in others[:3])
+            also = ", ".join(
+                o.label(NAME_WIDTH // 2) + (" (catalogs)" if o.catalog_only else "")
+                for o in others[:3]
+            )
             more = f" and {len(others) - 3} more" if len(others) > 3 else ""
-            parts.append(inert(f"\nalso holding back: {also}{more}", style=st.muted))
+            parts += ["\n", inert(f"also holding back: {also}{more}", style=st.muted)]
         info.set(*parts)
 
     def _offer(self, b: Blocker, st: CellStyles) -> Text:
