@@ -536,6 +536,18 @@ def prometheus_lines(health: DbHealth) -> list[str]:
         [({}, float(b.xid_age or 0) if b else 0.0)],
     )
     out += _family(
+        "jobtui_db_horizon_xid_age",
+        "Transaction ids since the oldest horizon held back by each kind of holder: session, "
+        "prepared (transaction), slot (replication) and standby (feedback); 0: none.",
+        [
+            (
+                {"kind": kind},
+                float(max((h.xid_age or 0 for h in health.holders if h.kind == kind), default=0)),
+            )
+            for kind in (SESSION, PREPARED, SLOT, STANDBY)
+        ],
+    )
+    out += _family(
         "jobtui_db_table_dead_tuples",
         "Dead tuples per jobtui table.",
         [({"table": t.name}, float(t.dead)) for t in health.tables],

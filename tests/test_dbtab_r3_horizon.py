@@ -49,8 +49,10 @@ from jobtui.dbhealth import (
     SLOT,
     STANDBY,
     DbHealth,
+    as_json,
     format_bytes,
     format_count,
+    prometheus_lines,
 )
 from jobtui.schema import migrate
 from jobtui.tui.app import JobtuiApp
@@ -320,6 +322,10 @@ async def test_a_prepared_transaction_is_named_and_ended_by_rollback_prepared(hd
         assert b.label() == f"prepared transaction {gid!r}"
         assert b.refusal is None and b.xid is not None and b.xact_age_s is not None
         assert h.holders == [b]
+        prom = "\n".join(prometheus_lines(h))
+        assert f'jobtui_db_horizon_xid_age{{kind="prepared"}} {b.xid_age}' in prom
+        assert 'jobtui_db_horizon_xid_age{kind="slot"} 0' in prom
+        assert as_json(h)["blocker"]["kind"] == "prepared"
         actor = ops.Actor("carol@ops")
         async with await psycopg.AsyncConnection.connect(hdsn, autocommit=True) as aconn:
             # a stale reading (another xid under the same gid) ends nothing
