@@ -81,6 +81,7 @@ class Blocker:
     slot_type: str | None = None
     catalog_only: bool = False
     since: datetime | None = None
+    vacuum: bool = False  # a session that is a VACUUM or an autovacuum worker: never terminated
 
     def label(self, width: int | None = None) -> str:
         """Its kind and name in its own words: `pid 123`, `prepared transaction 'g'`, …; the
@@ -276,6 +277,7 @@ def _blocker(r: dict[str, Any]) -> Blocker:
         query=r["query"],
         backend_start=r["backend_start"],
         refusal=r["signal_refusal"],
+        vacuum=bool(r["vacuum"]),
     )
 
 
@@ -436,7 +438,8 @@ def _holder_json(b: Blocker) -> dict[str, Any]:
         "slot_type": b.slot_type,
         "database": b.database,
         "catalog_only": b.catalog_only,
-        "may_signal": b.actionable and b.refusal is None,
+        "vacuum": b.vacuum,
+        "may_signal": b.actionable and b.refusal is None,  # C; K never on a vacuum
         "signal_refusal": b.refusal,
     }
 

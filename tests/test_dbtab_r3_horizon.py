@@ -209,11 +209,20 @@ def holder_kinds(h: DbHealth) -> list[tuple[str, object]]:
 
 
 @contextlib.contextmanager
-def slow_vacuum(dsn: str, table: str = "slow_vac") -> Iterator[int]:
-    """A manual VACUUM kept at work (cost delay) in a thread; yields its pid."""
+def slow_vacuum(dsn: str, table: str = "slow_vac", *, analyze: bool = False) -> Iterator[int]:
+    """A manual VACUUM kept at work (cost delay) in a thread; yields its pid. `analyze`: a
+    VACUUM (ANALYZE) of a table already vacuumed, kept in its ANALYZE phase (which holds a
+    snapshot like any statement)."""
     with psycopg.connect(dsn, autocommit=True) as setup:
         setup.execute(f"CREATE TABLE {table} AS SELECT g FROM generate_series(1, 100000) g")
         setup.execute(f"DELETE FROM {table} WHERE g % 2 = 0")
+        if analyze:
+            setup.execute(f"VACUUM {table}")
+    command, progress = (
+        (f"VACUUM (ANALYZE) {table}", "pg_stat_progress_analyze")
+        if analyze
+        else (f"VACUUM {table}", "pg_stat_progress_vacuum")
+    )
     vac = psycopg.connect(dsn, autocommit=True, application_name="test-vacuum")
     vac.execute("SET vacuum_cost_delay = '50ms'")
     vac.execute("SET vacuum_cost_limit = 1")
@@ -222,7 +231,7 @@ def slow_vacuum(dsn: str, table: str = "slow_vac") -> Iterator[int]:
 
     def run() -> None:
         try:
-            vac.execute(f"VACUUM {table}")
+            vac.execute(command)
         except psycopg.errors.QueryCanceled:
             pass
         except psycopg.Error as exc:  # pragma: no cover - shown by the assert below
@@ -234,13 +243,13 @@ def slow_vacuum(dsn: str, table: str = "slow_vac") -> Iterator[int]:
         with psycopg.connect(dsn, autocommit=True) as watch:
             for _ in range(500):
                 row = watch.execute(
-                    "SELECT count(*) FROM pg_stat_progress_vacuum WHERE pid = %s", (pid,)
+                    f"SELECT count(*) FROM {progress} WHERE pid = %s", (pid,)
                 ).fetchone()
                 if row and row[0]:
                     break
                 threading.Event().wait(0.02)
             else:
-                raise AssertionError("the VACUUM never showed in pg_stat_progress_vacuum")
+                raise AssertionError(f"the VACUUM never showed in {progress}")
         yield pid
     finally:
         with psycopg.connect(dsn, autocommit=True) as stop:
@@ -630,6 +639,30 @@ async def test_a_vacuum_is_never_offered_k_the_session_after_it_is(
             finally:
                 await closed(blocker, conn)
             await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
+
+
+async def test_a_vacuum_that_holds_back_is_named_but_never_offered_k(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    # In its ANALYZE phase a VACUUM (ANALYZE) holds a snapshot, as PostgreSQL counts it.
+    with slow_vacuum(dsn, "slow_an", analyze=True) as vacuum_pid:
+        probe_churn(conn, 100)
+        assert not_removable(conn) >= 100
+        h = await reading(dsn)
+        assert h.blocker is not None and h.blocker.pid == vacuum_pid and h.blocker.vacuum
+        app = JobtuiApp(dsn, "public", config=config())
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            await until(pilot, lambda: f"pid {vacuum_pid}" in blocker_text(app))
+            assert "C cancel (a vacuum process: it is never terminated here)" in blocker_text(app)
+            assert "Cancel query" in footer(app) and "Terminate" not in footer(app)
+            await pilot.press("K")
+            await pilot.pause(0.3)
+            assert not isinstance(app.screen, ConfirmScreen)
+            await pilot.press("C")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
 
 
 async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str) -> None:

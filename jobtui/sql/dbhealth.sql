@@ -24,6 +24,10 @@ SELECT a.pid, a.usename, a.application_name,
        a.xact_start, a.backend_start,
        greatest(age(a.backend_xid), age(a.backend_xmin)) AS xid_age,
        left(a.query, 200) AS query,
+       -- a vacuum process that still holds back (VACUUM FULL, the ANALYZE of a VACUUM, an
+       -- autovacuum ANALYZE): named, but never offered a terminate
+       coalesce(a.backend_type = 'autovacuum worker'
+                OR a.query ~* '^\s*vacuum\M', false) AS vacuum,
        CASE WHEN a.backend_start IS NULL THEN
               format('role %s cannot see when that session started (grant it '
                      'pg_read_all_stats), so it cannot make sure it would signal that session '

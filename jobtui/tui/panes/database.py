@@ -155,7 +155,7 @@ class DatabasePane(Pane):
             )
         if self.console.read_only:
             return Text(" · read-only: no signals or drops", style=st.muted)
-        keys = OFFERS[b.kind]
+        keys = OFFERS["vacuum" if b.vacuum else b.kind]
         if b.refusal:
             return Text(f" · {keys[0]} not allowed: " + clean(b.refusal), style=st.warning)
         return Text(f" · {keys[1]}", style=st.accent)
@@ -247,9 +247,11 @@ class DatabasePane(Pane):
     # --- act on the blocker: cancel / terminate a session, end a prepared xact, drop a slot -----
 
     def _acting_on(self, action: str) -> Blocker | None:
-        """The blocker, when `action` applies to its kind."""
+        """The blocker, when `action` applies to its kind (never terminate a vacuum)."""
         b = self.health.blocker if self.health else None
-        return b if b is not None and ACTION_KIND.get(action) == b.kind else None
+        if b is None or ACTION_KIND.get(action) != b.kind:
+            return None
+        return None if action == "terminate_backend" and b.vacuum else b
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ACTION_KIND and (self.console.read_only or not self._acting_on(action)):
@@ -282,8 +284,15 @@ class DatabasePane(Pane):
             return [(f"Drop {b.label()}", "frees the horizon it holds; asks", "drop_slot")]
         if b.kind != SESSION:
             return []
+        cancel = (
+            f"Cancel the query of pid {b.pid}",
+            "the blocker of vacuum; asks",
+            "cancel_backend",
+        )
+        if b.vacuum:
+            return [cancel]
         return [
-            (f"Cancel the query of pid {b.pid}", "the blocker of vacuum; asks", "cancel_backend"),
+            cancel,
             (f"Terminate pid {b.pid}", "its transaction rolls back; asks", "terminate_backend"),
         ]
 
@@ -300,7 +309,7 @@ class DatabasePane(Pane):
         return True
 
     def _signal(self, *, terminate: bool) -> None:
-        b = self._acting_on("terminate_backend")
+        b = self._acting_on("terminate_backend" if terminate else "cancel_backend")
         if b is None:
             self.notify("No session is holding back vacuum.", markup=False, timeout=4)
             return
@@ -414,6 +423,7 @@ class DatabasePane(Pane):
 # What each kind offers: (the keys, when refused; the keys and what they do).
 OFFERS = {
     SESSION: ("C/K", "C cancel · K terminate"),
+    "vacuum": ("C", "C cancel (a vacuum process: it is never terminated here)"),
     PREPARED: ("E", "E end it (ROLLBACK or COMMIT PREPARED)"),
     SLOT: ("D", "D drop the slot"),
 }
