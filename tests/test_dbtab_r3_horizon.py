@@ -433,6 +433,7 @@ async def test_a_logical_slot_holds_back_the_catalogs_and_is_dropped(hdsn: str) 
             assert b is not None and (b.kind, b.name) == (SLOT, slot), holder_kinds(h)
             assert b.slot_type == "logical" and b.catalog_only and b.refusal is None
             assert b.label() == f"logical replication slot {slot!r}"
+            await _a_role_without_replication_may_not_drop(conn, hdsn, slot)
             async with await psycopg.AsyncConnection.connect(hdsn, autocommit=True) as aconn:
                 actor = ops.Actor("carol@ops")
                 assert await ops.drop_slot(aconn, "public", slot, "logical", actor=actor)
@@ -459,6 +460,38 @@ def create_logical_slot(conn: psycopg.Connection, slot: str) -> None:
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     finally:
         conn.execute("RESET statement_timeout")
+
+
+async def _a_role_without_replication_may_not_drop(
+    conn: psycopg.Connection, hdsn: str, slot: str
+) -> None:
+    """An operator that may write the audit log but has no REPLICATION: told so, one line."""
+    role = f"jobtui_op_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'CREATE ROLE "{role}" LOGIN NOREPLICATION')
+    conn.execute(f'GRANT ALL ON ALL TABLES IN SCHEMA public TO "{role}"')
+    conn.execute(f'GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO "{role}"')
+    weak_dsn = conninfo.make_conninfo(hdsn, user=role)
+    try:
+        b = (await reading(weak_dsn)).blocker
+        assert b is not None and b.name == slot
+        assert b.refusal == (
+            f"dropping a slot takes superuser or the REPLICATION attribute; role {role} has neither"
+        )
+        async with await psycopg.AsyncConnection.connect(weak_dsn, autocommit=True) as weak:
+            with pytest.raises(ops.Refused) as refused:
+                await ops.drop_slot(weak, "public", slot, "logical", actor=ops.Actor("eve@x"))
+        assert "\n" not in str(refused.value)
+        assert str(refused.value).startswith(f"not allowed to drop replication slot {slot!r}: ")
+        assert _slot_exists(conn, slot)
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (0,)
+    finally:
+        conn.execute(f'DROP OWNED BY "{role}"')
+        conn.execute(f'DROP ROLE "{role}"')
+
+
+def _slot_exists(conn: psycopg.Connection, slot: str) -> bool:
+    row = conn.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+    return row.fetchone() == (1,)
 
 
 def _standby_feedback(standby: Cluster, on: bool, slot: str = "") -> None:
