@@ -429,9 +429,9 @@ OFFERS = {
 }
 
 
-def _offered(h: DbHealth | None) -> str | None:
-    """The kind of blocker whose keys the footer offers."""
-    return None if h is None or h.blocker is None else h.blocker.kind
+def _offered(h: DbHealth | None) -> tuple[str, bool] | None:
+    """What the footer's keys depend on: the blocker's kind, and whether it is a vacuum."""
+    return None if h is None or h.blocker is None else (h.blocker.kind, h.blocker.vacuum)
 
 
 def _what(b: Blocker, st: CellStyles) -> list[Text | str]:
