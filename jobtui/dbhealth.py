@@ -220,7 +220,7 @@ async def _rows(
 
 
 async def collect(conn: psycopg.AsyncConnection, schema: str) -> DbHealth:
-    """One reading of the database's health (five catalogue queries, no table scans)."""
+    """One reading of the database's health (seven catalogue queries, no table scans)."""
     q = queries(schema)
     tables_param = {"tables": list(JOBTUI_TABLES)}
     holders = [_blocker(r) for r in await _rows(conn, q.dbhealth_blocker)]
