@@ -19,7 +19,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from jobtui.config import format_duration
-from jobtui.inert import prometheus_label
+from jobtui.inert import cut, prometheus_label
 from jobtui.models import ReplicaInfo
 from jobtui.sql import queries
 
@@ -45,12 +45,25 @@ OVERDUE_NAPS = 2
 OVERDUE_MIN_S = 60.0
 
 
+# The kinds of thing that hold back VACUUM (issue 26 item 15), as PostgreSQL computes its horizon.
+SESSION = "session"  # a session's snapshot (backend_xmin) or its transaction id (backend_xid)
+PREPARED = "prepared"  # a transaction prepared for two-phase commit, not yet committed/rolled back
+SLOT = "slot"  # a replication slot's xmin (every table) or catalog_xmin (the catalogs)
+STANDBY = "standby"  # a standby's hot_standby_feedback, held by its walsender (no slot)
+
+
 @dataclass(frozen=True)
 class Blocker:
-    """The session holding back VACUUM in this database. `signal_refusal` is why the current
-    role may not cancel or terminate it (None: it may)."""
+    """One thing holding back VACUUM in this database; `kind` says which (SESSION, PREPARED,
+    SLOT, STANDBY). A session fills the pg_stat_activity fields; a prepared transaction its
+    `name` (gid), `xid`, `user` (owner) and `since`; a slot its `name`, `slot_type`,
+    `database` and `pid` (the consumer, while active); a standby its `name` (application),
+    `pid` (walsender), `client` and `since`. `catalog_only`: it holds back the system catalogs
+    only (a logical slot's catalog_xmin), not `jobs`. `refusal` is why the current role may
+    not act on it (signal the session, end the prepared transaction, drop the slot); None: it
+    may. A standby offers no action: the cure is on the standby."""
 
-    pid: int
+    pid: int | None
     user: str | None
     application: str
     client: str
@@ -60,7 +73,32 @@ class Blocker:
     xid_age: int | None
     query: str | None
     backend_start: datetime | None  # None: this role may not see it (pg_read_all_stats)
-    signal_refusal: str | None
+    refusal: str | None
+    kind: str = SESSION
+    name: str | None = None
+    xid: str | None = None
+    database: str | None = None
+    slot_type: str | None = None
+    catalog_only: bool = False
+    since: datetime | None = None
+    vacuum: bool = False  # a session that is a VACUUM or an autovacuum worker: never terminated
+
+    def label(self, width: int | None = None) -> str:
+        """Its kind and name in its own words: `pid 123`, `prepared transaction 'g'`, …; the
+        name quoted with its control characters escaped, cut to `width` with an ellipsis."""
+        name = repr(self.name if width is None else cut(self.name or "", width))
+        if self.kind == PREPARED:
+            return f"prepared transaction {name}"
+        if self.kind == SLOT:
+            return f"{self.slot_type or 'replication'} replication slot {name}"
+        if self.kind == STANDBY:
+            return f"standby {name} (hot_standby_feedback)"
+        return f"pid {self.pid}"
+
+    @property
+    def actionable(self) -> bool:
+        """Whether an operator action could end it (a standby's feedback has none here)."""
+        return self.kind != STANDBY
 
 
 @dataclass(frozen=True)
@@ -151,7 +189,7 @@ class Connections:
 class DbHealth:
     now: datetime
     role: str
-    blocker: Blocker | None
+    holders: list[Blocker]  # everything holding back vacuum here, the real culprit first
     hidden_sessions: int  # sessions here whose details this role may not see
     tables: list[TableHealth]
     indexes: list[IndexHealth]
@@ -162,6 +200,11 @@ class DbHealth:
     naptime_s: float
     replica: ReplicaInfo | None
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def blocker(self) -> Blocker | None:
+        """What holds back vacuum of `jobs` the longest (or, if nothing does, the catalogs)."""
+        return self.holders[0] if self.holders else None
 
     @property
     def jobs(self) -> TableHealth | None:
@@ -177,10 +220,14 @@ async def _rows(
 
 
 async def collect(conn: psycopg.AsyncConnection, schema: str) -> DbHealth:
-    """One reading of the database's health (five catalogue queries, no table scans)."""
+    """One reading of the database's health (seven catalogue queries, no table scans)."""
     q = queries(schema)
     tables_param = {"tables": list(JOBTUI_TABLES)}
-    blocker_rows = await _rows(conn, q.dbhealth_blocker)
+    holders = [_blocker(r) for r in await _rows(conn, q.dbhealth_blocker)]
+    holders += [_horizon(r) for r in await _rows(conn, q.dbhealth_horizons)]
+    # The oldest horizon is the one VACUUM obeys; the catalogs-only ones come after (they do
+    # not hold back `jobs`). A session whose age is hidden from this role counts as oldest.
+    holders.sort(key=lambda b: (b.catalog_only, -(b.xid_age if b.xid_age is not None else 2**62)))
     server = (await _rows(conn, q.dbhealth_server))[0]
     tables = [_table(r) for r in await _rows(conn, q.dbhealth_tables, tables_param)]
     indexes = [
@@ -196,7 +243,7 @@ async def collect(conn: psycopg.AsyncConnection, schema: str) -> DbHealth:
     health = DbHealth(
         now=server["now"],
         role=server["role"],
-        blocker=_blocker(blocker_rows[0]) if blocker_rows else None,
+        holders=holders,
         hidden_sessions=int(server["hidden"]),
         tables=tables,
         indexes=indexes,
@@ -229,7 +276,33 @@ def _blocker(r: dict[str, Any]) -> Blocker:
         xid_age=None if r["xid_age"] is None else int(r["xid_age"]),
         query=r["query"],
         backend_start=r["backend_start"],
-        signal_refusal=r["signal_refusal"],
+        refusal=r["signal_refusal"],
+        vacuum=bool(r["vacuum"]),
+    )
+
+
+def _horizon(r: dict[str, Any]) -> Blocker:
+    """A prepared transaction, slot or standby feedback (dbhealth_horizons) as a Blocker."""
+    since = r["since"]
+    return Blocker(
+        kind=r["kind"],
+        pid=r["pid"],
+        user=r["usename"],
+        application=r["application"] or "",
+        client=r["client"] or "",
+        state=None,
+        backend_type=None,
+        xact_age_s=r["age_s"],
+        xid_age=None if r["xid_age"] is None else int(r["xid_age"]),
+        query=None,
+        backend_start=since if r["kind"] == STANDBY else None,
+        refusal=None if r["kind"] == STANDBY else r["refusal"],
+        name=r["name"],
+        xid=r["xid"],
+        database=r["database"],
+        slot_type=r["slot_type"],
+        catalog_only=bool(r["catalog_only"]),
+        since=since,
     )
 
 
@@ -264,13 +337,29 @@ def _worker(r: dict[str, Any]) -> WorkerWakeup:
 
 
 def format_bytes(n: int) -> str:
-    """`8.0 kB`, `12.3 MB`: a size for a narrow column (powers of 1024, as pg_size_pretty)."""
+    """`8.0 kB`, `12.3 MB`, `1023 MB`: a size in at most 7 characters, never cut (powers of
+    1024, as pg_size_pretty; one decimal below 100 of a unit)."""
     size = float(n)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if size < 1024 or unit == "TB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            if unit == "B" or size >= 99.95:
+                return f"{size:.0f} {unit}"
+            return f"{size:.1f} {unit}"
         size /= 1024
-    return f"{size:.1f} TB"
+    raise AssertionError("unreachable")
+
+
+def format_count(n: int) -> str:
+    """A count in at most 6 characters, never cut: exact below a million, else with its unit
+    (`2.45M` for 2,450,251, `1.20G` for 1,204,000,000)."""
+    if n < 1_000_000:
+        return str(n)
+    for unit, scale in (("M", 1e6), ("G", 1e9), ("T", 1e12)):
+        value = n / scale
+        if value < 999.5 or unit == "T":
+            digits = 2 if value < 9.995 else 1 if value < 99.95 else 0
+            return f"{value:.{digits}f}{unit}"
+    raise AssertionError("unreachable")
 
 
 def vacuum_overdue(health: DbHealth) -> str | None:
@@ -296,7 +385,7 @@ def vacuum_overdue(health: DbHealth) -> str | None:
     elif not jobs.autovacuum:
         text += "; autovacuum is disabled for this table"
     if health.blocker is not None:
-        text += f"; pid {health.blocker.pid} holds back what a vacuum could remove"
+        text += f"; {health.blocker.label()} holds back what a vacuum could remove"
     return text
 
 
@@ -332,6 +421,29 @@ def _iso(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
 
 
+def _holder_json(b: Blocker) -> dict[str, Any]:
+    """One holder of the horizon; `may_signal`/`signal_refusal` keep their issue-12 names."""
+    return {
+        "kind": b.kind,
+        "label": b.label(),
+        "pid": b.pid,
+        "name": b.name,
+        "user": b.user,
+        "application": b.application,
+        "client": b.client,
+        "state": b.state,
+        "xact_age_s": b.xact_age_s,
+        "xid_age": b.xid_age,
+        "query": b.query,
+        "slot_type": b.slot_type,
+        "database": b.database,
+        "catalog_only": b.catalog_only,
+        "vacuum": b.vacuum,
+        "may_signal": b.actionable and b.refusal is None,  # C; K never on a vacuum
+        "signal_refusal": b.refusal,
+    }
+
+
 def as_json(health: DbHealth) -> dict[str, Any]:
     """The reading as plain JSON types (the `database` object of `stats --json`)."""
     b = health.blocker
@@ -339,20 +451,8 @@ def as_json(health: DbHealth) -> dict[str, Any]:
     c = health.connections
     return {
         "role": health.role,
-        "blocker": None
-        if b is None
-        else {
-            "pid": b.pid,
-            "user": b.user,
-            "application": b.application,
-            "client": b.client,
-            "state": b.state,
-            "xact_age_s": b.xact_age_s,
-            "xid_age": b.xid_age,
-            "query": b.query,
-            "may_signal": b.signal_refusal is None,
-            "signal_refusal": b.signal_refusal,
-        },
+        "blocker": None if b is None else _holder_json(b),
+        "holders": [_holder_json(h) for h in health.holders],
         "hidden_sessions": health.hidden_sessions,
         "jobs_dead_tuples": None if jobs is None else jobs.dead,
         "jobs_dead_share": None if jobs is None else jobs.dead_share,
@@ -437,6 +537,18 @@ def prometheus_lines(health: DbHealth) -> list[str]:
         "jobtui_db_blocker_xid_age",
         "Transaction ids since the snapshot holding back vacuum was taken (0: none).",
         [({}, float(b.xid_age or 0) if b else 0.0)],
+    )
+    out += _family(
+        "jobtui_db_horizon_xid_age",
+        "Transaction ids since the oldest horizon held back by each kind of holder: session, "
+        "prepared (transaction), slot (replication) and standby (feedback); 0: none.",
+        [
+            (
+                {"kind": kind},
+                float(max((h.xid_age or 0 for h in health.holders if h.kind == kind), default=0)),
+            )
+            for kind in (SESSION, PREPARED, SLOT, STANDBY)
+        ],
     )
     out += _family(
         "jobtui_db_table_dead_tuples",

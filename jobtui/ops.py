@@ -756,3 +756,99 @@ async def rerun_links(
         row = await cur.fetchone()
     assert row is not None
     return (None if row[0] is None else int(row[0])), [int(i) for i in row[1]]
+
+
+# --- what holds back vacuum (issue 26 item 15): a prepared transaction, a replication slot ----
+
+
+class Refused(Exception):
+    """The database refused the action (privilege, object in use); str() says why, one line."""
+
+
+async def end_prepared(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    gid: str,
+    xid: str,
+    *,
+    commit: bool,
+    actor: Actor,
+) -> bool:
+    """COMMIT PREPARED (`commit`) or ROLLBACK PREPARED the prepared transaction `gid`, if it is
+    still the one with transaction id `xid`; False when it had already ended.
+
+    Neither statement may run inside a transaction, so the audit row cannot share one with it:
+    the row is written first with count 0, the statement runs, then the count becomes 1. The
+    log never lacks an action, and a role that may not write it ends nothing. `conn` must be in
+    autocommit mode. Raises Refused (one line) when the role may not.
+    """
+    os_user = _actor(actor)
+    action = "commit_prepared" if commit else "rollback_prepared"
+    try:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(statement(schema, "ops_prepared_find"), {"gid": gid, "xid": xid})
+            found = await cur.fetchone() is not None
+            details = Jsonb({"gid": gid, "xid": xid, "found": found})
+            await cur.execute(
+                statement(schema, "ops_audit_open"),
+                {"os_user": os_user, "action": action, "ids": None, "filter": details, "count": 0},
+            )
+            row = await cur.fetchone()
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise Refused(_refusal(exc, f"end prepared transaction {gid!r}")) from None
+    assert row is not None
+    if not found:
+        return False
+    sql_name = "ops_commit_prepared" if commit else "ops_rollback_prepared"
+    try:
+        async with psycopg.AsyncClientCursor(conn) as ccur:
+            await ccur.execute(statement(schema, sql_name), {"gid": gid})
+    except psycopg.errors.UndefinedObject:
+        return False  # ended by someone else since: the audit row stays at 0
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise Refused(_refusal(exc, f"end prepared transaction {gid!r}")) from None
+    await conn.execute(statement(schema, "ops_audit_add"), {"id": int(row[0]), "count": 1})
+    return True
+
+
+async def drop_slot(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    name: str,
+    slot_type: str,
+    *,
+    actor: Actor,
+) -> bool:
+    """Drop replication slot `name` (of `slot_type`) unless a consumer holds it; audited as
+    `drop_replication_slot`. False: it was gone. Raises Refused when the role may not, or
+    when the slot is in use (its consumer must disconnect first)."""
+    os_user = _actor(actor)
+    try:
+        async with conn.transaction(), conn.cursor() as cur:
+            await cur.execute(
+                statement(schema, "ops_drop_slot"),
+                {
+                    "name": name,
+                    "slot_type": slot_type,
+                    "os_user": os_user,
+                    "details": Jsonb({"slot": name, "slot_type": slot_type}),
+                },
+            )
+            row = await cur.fetchone()
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse) as exc:
+        raise Refused(_refusal(exc, f"drop replication slot {name!r}")) from None
+    assert row is not None
+    dropped, found = int(row[0]) == 1, bool(row[1])
+    if found and not dropped:
+        raise Refused(
+            f"replication slot {name!r} is in use: it can be dropped once its consumer disconnects"
+        )
+    return dropped
+
+
+def _refusal(exc: psycopg.Error, what: str) -> str:
+    """PostgreSQL's refusal in one line, with its hint."""
+    diag = exc.diag
+    text = (diag.message_primary or str(exc)).strip()
+    hint = f" ({diag.message_hint.strip()})" if diag.message_hint else ""
+    return f"not allowed to {what}: {text}{hint}"

@@ -73,7 +73,7 @@ async def test_open_transaction_is_the_blocker_with_its_age_and_effect(
         assert b.application == "test-blocker" and b.user == blocker.info.user
         assert b.state == "idle in transaction"
         assert b.query == "SELECT txid_current()"
-        assert b.signal_refusal is None  # the test server's user is a superuser
+        assert b.refusal is None  # the test server's user is a superuser
         assert b.xact_age_s is not None
         assert before - started - 0.3 <= b.xact_age_s <= elapsed + 0.3
         jobs = h.jobs
@@ -252,7 +252,7 @@ async def test_a_role_that_may_not_signal_is_told_why_and_nothing_is_written(
         b = h.blocker
         assert b is not None and b.pid == blocker.info.backend_pid and h.hidden_sessions == 0
         assert b.state == "idle in transaction" and b.xact_age_s is not None
-        assert b.signal_refusal == (
+        assert b.refusal == (
             f"role {owner.role} is not superuser, not a member of pg_signal_backend and not a "
             f"member of role {owner.prefix}app, whose backend it is"
         )
@@ -352,8 +352,8 @@ async def test_a_role_that_may_not_write_the_audit_log_signals_nothing(
             admin.execute(f'REVOKE pg_read_all_stats FROM "{signaller}"')
         h = await reading(sig_dsn)
         assert h.blocker is not None and h.blocker.backend_start is None
-        assert h.blocker.signal_refusal is not None
-        assert "pg_read_all_stats" in h.blocker.signal_refusal
+        assert h.blocker.refusal is not None
+        assert "pg_read_all_stats" in h.blocker.refusal
         async with await psycopg.AsyncConnection.connect(sig_dsn, autocommit=True) as aconn:
             with pytest.raises(backends.SignalRefused, match="pg_read_all_stats"):
                 await backends.signal_backend(

@@ -193,7 +193,7 @@ async def test_on_a_standby_replica_read_only_and_no_signals(replica_db: Replica
             status = app.query_one("#database-status")
             await until(pilot, lambda: "replica: read-only, lag " in rendered(status))
             await until(pilot, lambda: "standby-reader" in blocker_text(app))
-            assert "read-only: no signals" in blocker_text(app)
+            assert "read-only: no signals or drops" in blocker_text(app)
             footer = rendered(app.query_one("Footer"))
             assert "Terminate" not in footer and "Cancel query" not in footer
             await pilot.press("K")

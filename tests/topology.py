@@ -472,7 +472,8 @@ def _basebackup(bindir: Path, source_dsn: str, target: Path, account: str | None
     return None
 
 
-def _dedicated_primary(bindir: Path, account: str | None) -> Cluster:
+def _dedicated_primary(bindir: Path, account: str | None, *settings: str) -> Cluster:
+    """A fresh server of its own (initdb), started with `settings` after the defaults."""
     root = _owned_dir("jobtui-primary-", account)
     cluster = Cluster(bindir, root / "data", root, account, "postgres")
     subprocess.run(
@@ -495,7 +496,9 @@ def _dedicated_primary(bindir: Path, account: str | None) -> Cluster:
         timeout=120,
     )
     try:
-        cluster.start("wal_level=replica", "max_wal_senders=5", "fsync=off", "shared_buffers=32MB")
+        cluster.start(
+            "wal_level=replica", "max_wal_senders=5", "fsync=off", "shared_buffers=32MB", *settings
+        )
     except BaseException:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)

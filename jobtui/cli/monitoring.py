@@ -207,7 +207,8 @@ def database_section(health: dbhealth.DbHealth) -> Section:
     )
     b = health.blocker
     if b is not None:
-        summary += f"; oldest transaction holding back vacuum: pid {b.pid}"
+        what = "oldest transaction" if b.kind == dbhealth.SESSION else "what is"
+        summary += f"; {what} holding back vacuum: {b.label()}"
     lines = [summary, *(f"  warning: {clean(w)}" for w in health.warnings)]
     return Section(
         json={"database": dbhealth.as_json(health)},

@@ -24,6 +24,10 @@ SELECT a.pid, a.usename, a.application_name,
        a.xact_start, a.backend_start,
        greatest(age(a.backend_xid), age(a.backend_xmin)) AS xid_age,
        left(a.query, 200) AS query,
+       -- a vacuum process that still holds back (VACUUM FULL, the ANALYZE of a VACUUM, an
+       -- autovacuum ANALYZE): named, but never offered a terminate
+       coalesce(a.backend_type = 'autovacuum worker'
+                OR a.query ~* '^\s*vacuum\M', false) AS vacuum,
        CASE WHEN a.backend_start IS NULL THEN
               format('role %s cannot see when that session started (grant it '
                      'pg_read_all_stats), so it cannot make sure it would signal that session '
@@ -40,8 +44,72 @@ CROSS JOIN me
 LEFT JOIN pg_roles t ON t.oid = a.usesysid
 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
   AND (a.backend_xmin IS NOT NULL OR a.backend_xid IS NOT NULL)
+  -- PostgreSQL leaves vacuum processes out when it computes what VACUUM may remove (a lazy
+  -- VACUUM, manual or autovacuum, is flagged PROC_IN_VACUUM; issue 26 item 14), and a walsender
+  -- holds back through its slot or its standby's feedback (dbhealth_horizons), not as a session.
+  -- pg_stat_progress_vacuum lists every lazy VACUUM at work; the statement's own text covers
+  -- the moment between two tables. VACUUM FULL and the ANALYZE of VACUUM (ANALYZE) hold a
+  -- snapshot like any statement and stay.
+  -- A role without pg_read_all_stats sees another role's session with a NULL backend_type
+  -- and no query: it stays (coalesce), as PostgreSQL counts it.
+  AND a.backend_type IS DISTINCT FROM 'walsender'
+  AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum v WHERE v.pid = a.pid)
+  AND NOT coalesce(
+    a.query ~* '^\s*(autovacuum:\s+)?vacuum\M' AND a.query !~* '\mfull\M'
+    AND (a.state = 'active' OR a.backend_type = 'autovacuum worker')
+    AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_analyze z WHERE z.pid = a.pid)
+    AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_cluster z WHERE z.pid = a.pid),
+    false)
 ORDER BY greatest(age(a.backend_xid), age(a.backend_xmin)) DESC, a.xact_start NULLS LAST
 LIMIT 1
+
+-- name: dbhealth_horizons
+-- What holds back VACUUM here from outside pg_stat_activity's sessions (issue 26 item 15), one
+-- row each, with the age in transaction ids of the horizon it holds:
+-- - a prepared transaction of this database (its xid stays running until COMMIT/ROLLBACK
+--   PREPARED; one of another database does not hold back this one's tables);
+-- - a replication slot of any database: its `xmin` holds back every table of the server, its
+--   `catalog_xmin` (logical decoding) the system catalogs only (`catalog_only`);
+-- - a standby's hot_standby_feedback, held by its walsender when the standby uses no slot
+--   (with a slot, the feedback is the slot's xmin).
+-- `refusal` says why the current role may not end it (NULL: it may; a standby has no action
+-- here: the fix is on the standby). Roles without pg_read_all_stats see no walsender details.
+WITH me AS (
+  SELECT r.rolname, r.rolsuper, r.rolreplication FROM pg_roles r WHERE r.rolname = current_user
+)
+SELECT 'prepared' AS kind, p.gid AS name, p.transaction::text AS xid, NULL::int AS pid,
+       age(p.transaction) AS xid_age, extract(epoch FROM now() - p.prepared)::float8 AS age_s,
+       p.prepared AS since, p.owner AS usename,
+       p.database, NULL::text AS slot_type, false AS catalog_only, NULL::text AS application,
+       NULL::text AS client,
+       CASE WHEN me.rolsuper OR p.owner = me.rolname THEN NULL
+            ELSE format('only a superuser or role %s, which prepared it, may end it; role %s '
+                        'is neither', p.owner, me.rolname) END AS refusal
+FROM pg_prepared_xacts p CROSS JOIN me
+WHERE p.database = current_database()
+UNION ALL
+SELECT 'slot', s.slot_name::text, NULL, s.active_pid,
+       coalesce(age(s.xmin), age(s.catalog_xmin)), NULL, NULL, NULL,
+       s.database::text, s.slot_type, s.xmin IS NULL, NULL, NULL,
+       CASE WHEN s.active THEN
+              format('it is in use by pid %s; it can be dropped once its consumer disconnects',
+                     s.active_pid)
+            WHEN NOT (me.rolsuper OR me.rolreplication) THEN
+              format('dropping a slot takes superuser or the REPLICATION attribute; role %s '
+                     'has neither', me.rolname)
+       END
+FROM pg_replication_slots s CROSS JOIN me
+WHERE s.xmin IS NOT NULL OR s.catalog_xmin IS NOT NULL
+UNION ALL
+SELECT 'standby', coalesce(nullif(r.application_name, ''), 'a standby'), NULL, r.pid,
+       age(r.backend_xmin), NULL, r.backend_start, r.usename::text, NULL, NULL, false,
+       r.application_name,
+       CASE WHEN r.client_addr IS NULL THEN 'local'
+            ELSE host(r.client_addr) || ':' || r.client_port END,
+       NULL
+FROM pg_stat_replication r
+WHERE r.backend_xmin IS NOT NULL
+ORDER BY catalog_only, xid_age DESC
 
 -- name: dbhealth_server
 -- Server-wide figures: connections in use against max_connections, grouped by who by their
@@ -56,8 +124,9 @@ SELECT current_setting('max_connections')::int AS max_connections,
                           AND starts_with(a.application_name, 'jobtui worker')) AS workers,
        count(*) FILTER (WHERE a.backend_type = 'client backend'
                           AND a.application_name = 'jobtui-console') AS consoles,
-       count(*) FILTER (WHERE a.datname = current_database()
-                          AND a.query = '<insufficient privilege>') AS hidden,
+       count(*) FILTER (WHERE a.query = '<insufficient privilege>'
+                          AND (a.datname = current_database() OR a.backend_type = 'walsender'))
+         AS hidden,
        pg_notification_queue_usage()::float8 AS notify_usage,
        current_setting('autovacuum')::bool AS autovacuum,
        extract(epoch FROM current_setting('autovacuum_naptime')::interval)::float8 AS naptime_s,

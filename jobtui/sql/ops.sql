@@ -208,3 +208,38 @@ LIMIT 1
 SELECT (SELECT j.rerun_of FROM __schema__.jobs j WHERE j.id = %(id)s) AS rerun_of,
        ARRAY(SELECT r.id FROM __schema__.jobs r WHERE r.rerun_of = %(id)s
              ORDER BY r.id DESC LIMIT 20) AS reruns
+
+-- name: ops_prepared_find
+-- The prepared transaction the operator saw, if it is still there: same gid and same xid (a
+-- gid can be used again once its transaction has ended), in this database (COMMIT/ROLLBACK
+-- PREPARED must run in the database where it was prepared).
+SELECT p.owner FROM pg_prepared_xacts p
+WHERE p.gid = %(gid)s AND p.transaction = %(xid)s::xid AND p.database = current_database()
+
+-- name: ops_commit_prepared
+-- A utility statement, which takes no server-side parameters: run with a client-side cursor,
+-- which sends the gid as a quoted literal. It may not run inside a transaction block.
+COMMIT PREPARED %(gid)s
+
+-- name: ops_rollback_prepared
+ROLLBACK PREPARED %(gid)s
+
+-- name: ops_drop_slot
+-- Drop the replication slot the operator saw (same name and type), unless a consumer holds it
+-- now, and write the action's audit row, in one statement: the INSERT's privilege is checked
+-- before anything runs, so a role that may not write the audit log drops nothing. `count` 0:
+-- the slot was gone or in use; `found` says which.
+WITH target AS (
+  SELECT s.slot_name, s.active FROM pg_replication_slots s
+  WHERE s.slot_name = %(name)s AND s.slot_type = %(slot_type)s
+), dropped AS (
+  SELECT t.slot_name, pg_drop_replication_slot(t.slot_name) IS NULL AS done
+  FROM target t WHERE NOT t.active
+)
+INSERT INTO __schema__.audit_log (os_user, action, ids, filter, count)
+SELECT %(os_user)s, 'drop_replication_slot', NULL,
+       %(details)s::jsonb || jsonb_build_object('found', t.slot_name IS NOT NULL,
+                                                'active', coalesce(t.active, false)),
+       CASE WHEN d.slot_name IS NULL THEN 0 ELSE 1 END
+FROM (VALUES (1)) one LEFT JOIN target t ON true LEFT JOIN dropped d ON true
+RETURNING count, (filter ->> 'found')::boolean AS found

@@ -51,6 +51,8 @@ HELP_TEXT = {
     "dead.save": "save the id, payload or traceback of the cursor row to a file",
     "database.cancel_backend": "cancel the vacuum blocker's running query (asks; audited)",
     "database.terminate_backend": "terminate the vacuum blocker's backend (asks; audited)",
+    "database.end_prepared": "end the prepared transaction holding back vacuum (asks; audited)",
+    "database.drop_slot": "drop the replication slot holding back vacuum (asks; audited)",
     "requeue.group": "requeue every dead letter of the group, or all matching (asks)",
     "delete.group": "delete every dead letter of the group, or all matching (asks)",
     "pause_kind": "pause / resume the kind under the cursor",

@@ -1,19 +1,23 @@
 """The Database tab (issue 12): the database conditions that stall the queue, at 80×24.
 
-Top to bottom, most important first: the oldest transaction holding back VACUUM (who, how
-old, the start of its query) and its effect on `jobs`; warnings in plain words; NOTIFY, the
+Top to bottom, most important first: what holds back VACUUM (issue 26: a session, a prepared
+transaction, a replication slot or a standby's feedback, named in its own words, never a vacuum
+process) and its effect on `jobs`; warnings in plain words; NOTIFY, the
 connections in use and, on a standby, "replica: read-only" with the lag; how each worker is
 woken; then every jobtui table and index. One reading of `jobtui.dbhealth.collect` per refresh.
 
-BINDINGS:
-    C        cancel the blocker's current query (asks first; audited)
-    K        terminate the blocker's backend: its transaction rolls back (asks first; audited)
+BINDINGS (each shown only when the blocker is of its kind):
+    C        cancel the blocking session's current query (asks first; audited)
+    K        terminate the blocking session: its transaction rolls back (asks first; audited)
+    E        end the blocking prepared transaction: ROLLBACK or COMMIT PREPARED (asks; audited)
+    D        drop the blocking replication slot (asks first; audited)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import psycopg
 from rich.text import Text
@@ -23,7 +27,18 @@ from textual.binding import Binding, BindingType
 from jobtui import backends, ops
 from jobtui.config import format_duration
 from jobtui.db import describe_error
-from jobtui.dbhealth import Blocker, DbHealth, TableHealth, collect, format_bytes
+from jobtui.dbhealth import (
+    PREPARED,
+    SESSION,
+    SLOT,
+    STANDBY,
+    Blocker,
+    DbHealth,
+    TableHealth,
+    collect,
+    format_bytes,
+    format_count,
+)
 from jobtui.inert import clean, inert, one_line
 from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.palette import CellStyles, cell_styles
@@ -32,8 +47,15 @@ from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.widgets.banners import lag_text
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
-SIGNAL_ACTIONS = frozenset({"cancel_backend", "terminate_backend"})
+# Each action acts on one kind of blocker only; its key is offered only for that kind.
+ACTION_KIND = {
+    "cancel_backend": SESSION,
+    "terminate_backend": SESSION,
+    "end_prepared": PREPARED,
+    "drop_slot": SLOT,
+}
 QUERY_WIDTH = 150
+NAME_WIDTH = 40  # a gid may be 200 characters: the tab cuts it (…), the confirmation does not
 FIRST_TABLES = ("jobs", "dead_letters")  # the queue itself first, then the rest by name
 
 
@@ -41,6 +63,8 @@ class DatabasePane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("C", "cancel_backend", "Cancel query", id="database.cancel_backend"),
         Binding("K", "terminate_backend", "Terminate", id="database.terminate_backend"),
+        Binding("E", "end_prepared", "End prepared", id="database.end_prepared"),
+        Binding("D", "drop_slot", "Drop slot", id="database.drop_slot"),
     ]
     main_table = "#database-tables"
     health: DbHealth | None = None
@@ -57,7 +81,7 @@ class DatabasePane(Pane):
             ("id", "worker", 20),
             ("wake", "woken by", 13),
             ("listen", "LISTEN", 6),
-            ("last", "last wake", 9),
+            ("last", "last wake", 10),  # "23h59m ago"
             ("note", "why polling", 19),
         )
         self.query_one("#database-tables", KeyedTable).setup_columns(
@@ -79,7 +103,10 @@ class DatabasePane(Pane):
     # --- rendering --------------------------------------------------------------------------
 
     def show(self, data: DbHealth) -> None:
+        offered = _offered(self.health)
         self.health = data
+        if _offered(data) != offered:
+            self.refresh_bindings()  # the footer offers the keys of the new blocker's kind
         st = cell_styles(self.app)
         self._blocker(data, st)
         warnings = self.query_one("#database-warnings", WrappingInfo)
@@ -104,27 +131,34 @@ class DatabasePane(Pane):
         if b is None:
             info.set(Text("Nothing holds back vacuum", style=st.success), f" · {effect}")
             return
-        # A role without pg_read_all_stats sees another role's session without its details.
-        age = format_duration(b.xact_age_s) if b.xact_age_s is not None else "age hidden"
-        parts: list[Text | str] = [
-            Text("Holds back vacuum: ", style="bold"),
-            Text(f"pid {b.pid}", style=st.error),
-            " · ",
-            Text(f"transaction {age}", style=st.error),
-            " · ",
-            inert(b.state or b.backend_type or "?", style=st.warning),
-            f"\neffect: {effect}",
-        ]
-        if self.console.read_only:
-            parts.append(Text(" · read-only: no signals", style=st.muted))
-        elif b.signal_refusal:
-            parts.append(Text(" · C/K not allowed: " + clean(b.signal_refusal), style=st.warning))
-        else:
-            parts.append(Text(" · C cancel · K terminate", style=st.accent))
-        # Who, then the start of the query: the last line, cut by the widget's height.
-        parts += ["\n", *_who(b), " · query: "]
-        parts.append(inert(one_line(b.query or "", QUERY_WIDTH), style=st.muted))
+        head = "Holds back vacuum of the catalogs: " if b.catalog_only else "Holds back vacuum: "
+        parts: list[Text | str] = [Text(head, style="bold"), *_what(b, st), f"\neffect: {effect}"]
+        parts.append(self._offer(b, st))
+        parts += ["\n", *_detail(b, st)]
+        others = h.holders[1:]
+        if others:
+            also = ", ".join(
+                o.label(NAME_WIDTH // 2) + (" (catalogs)" if o.catalog_only else "")
+                for o in others[:3]
+            )
+            more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+            parts += ["\n", inert(f"also holding back: {also}{more}", style=st.muted)]
         info.set(*parts)
+
+    def _offer(self, b: Blocker, st: CellStyles) -> Text:
+        """What the operator may do about it, or in one line why not."""
+        if b.kind == STANDBY:
+            return Text(
+                " · no action here: end the long query on the standby, or turn off its "
+                "hot_standby_feedback",
+                style=st.muted,
+            )
+        if self.console.read_only:
+            return Text(" · read-only: no signals or drops", style=st.muted)
+        keys = OFFERS["vacuum" if b.vacuum else b.kind]
+        if b.refusal:
+            return Text(f" · {keys[0]} not allowed: " + clean(b.refusal), style=st.warning)
+        return Text(f" · {keys[1]}", style=st.accent)
 
     def _status(self, h: DbHealth, st: CellStyles) -> None:
         c = h.connections
@@ -191,8 +225,8 @@ class DatabasePane(Pane):
                     [
                         inert(t.name, style="bold"),
                         Text(format_bytes(t.size_bytes)),
-                        Text(str(t.live)),
-                        Text(str(t.dead), style=st.warning if overdue else ""),
+                        Text(format_count(t.live)),
+                        Text(format_count(t.dead), style=st.warning if overdue else ""),
                         Text(f"{t.dead_share:.0%}", style=st.warning if overdue else ""),
                         Text(
                             "never" if vac is None else format_duration(_age(h, vac)),
@@ -210,10 +244,17 @@ class DatabasePane(Pane):
                 rows.append((f"i:{t.name}:{n}", cells))
         self.query_one("#database-tables", KeyedTable).sync(rows)
 
-    # --- cancel / terminate the blocker -------------------------------------------------------
+    # --- act on the blocker: cancel / terminate a session, end a prepared xact, drop a slot -----
+
+    def _acting_on(self, action: str) -> Blocker | None:
+        """The blocker, when `action` applies to its kind (never terminate a vacuum)."""
+        b = self.health.blocker if self.health else None
+        if b is None or ACTION_KIND.get(action) != b.kind:
+            return None
+        return None if action == "terminate_backend" and b.vacuum else b
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in SIGNAL_ACTIONS and self.console.read_only:
+        if action in ACTION_KIND and (self.console.read_only or not self._acting_on(action)):
             return False
         return super().check_action(action, parameters)
 
@@ -223,32 +264,60 @@ class DatabasePane(Pane):
     def action_terminate_backend(self) -> None:
         self._signal(terminate=True)
 
+    def action_end_prepared(self) -> None:
+        b = self._acting_on("end_prepared")
+        if b is not None and self._allowed(b, "end"):
+            self.run_worker(self._ask_and_end(b), group="database-signal")
+
+    def action_drop_slot(self) -> None:
+        b = self._acting_on("drop_slot")
+        if b is not None and self._allowed(b, "drop"):
+            self.run_worker(self._ask_and_drop(b), group="database-signal")
+
     def palette_commands(self) -> list[tuple[str, str, str]]:
         b = self.health.blocker if self.health else None
         if b is None or self.console.read_only:
             return []
+        if b.kind == PREPARED:
+            return [(f"End {b.label()}", "ROLLBACK or COMMIT PREPARED; asks", "end_prepared")]
+        if b.kind == SLOT:
+            return [(f"Drop {b.label()}", "frees the horizon it holds; asks", "drop_slot")]
+        if b.kind != SESSION:
+            return []
+        cancel = (
+            f"Cancel the query of pid {b.pid}",
+            "the blocker of vacuum; asks",
+            "cancel_backend",
+        )
+        if b.vacuum:
+            return [cancel]
         return [
-            (f"Cancel the query of pid {b.pid}", "the blocker of vacuum; asks", "cancel_backend"),
+            cancel,
             (f"Terminate pid {b.pid}", "its transaction rolls back; asks", "terminate_backend"),
         ]
 
-    def _signal(self, *, terminate: bool) -> None:
-        b = self.health.blocker if self.health else None
-        if b is None:
-            self.notify("No transaction is holding back vacuum.", markup=False, timeout=4)
-            return
-        if b.signal_refusal:
-            verb = "terminate" if terminate else "cancel"
+    def _allowed(self, b: Blocker, verb: str) -> bool:
+        """Refuse up front, in one line, what the role may not do."""
+        if b.refusal:
             self.notify(
-                clean(f"This role may not {verb} pid {b.pid}: {b.signal_refusal}."),
+                clean(f"This role may not {verb} {b.label()}: {b.refusal}."),
                 severity="error",
                 markup=False,
                 timeout=10,
             )
+            return False
+        return True
+
+    def _signal(self, *, terminate: bool) -> None:
+        b = self._acting_on("terminate_backend" if terminate else "cancel_backend")
+        if b is None:
+            self.notify("No session is holding back vacuum.", markup=False, timeout=4)
             return
-        self.run_worker(self._ask_and_signal(b, terminate), group="database-signal")
+        if self._allowed(b, "terminate" if terminate else "cancel"):
+            self.run_worker(self._ask_and_signal(b, terminate), group="database-signal")
 
     async def _ask_and_signal(self, b: Blocker, terminate: bool) -> None:
+        assert b.pid is not None
         verb = "Terminate" if terminate else "Cancel query of"
         body = Text.assemble(
             Text(f"pid {b.pid}", style="bold"),
@@ -267,19 +336,78 @@ class DatabasePane(Pane):
         choice = await self.app.push_screen_wait(
             ConfirmScreen(f"{verb} backend {b.pid}?", body, [Choice("go", label)], danger=terminate)
         )
-        if choice != "go":
-            return
-        link = self.console.link
-        try:
-            outcome = await link.run(
+        if choice == "go":
+            await self._act(
                 backends.signal_backend,
                 b.pid,
                 b.backend_start,
                 terminate=terminate,
                 os_user=ops.Actor.current().os_user,
                 why="holding back vacuum",
+                done=lambda outcome: outcome.describe(),
             )
-        except backends.SignalRefused as exc:
+
+    async def _ask_and_end(self, b: Blocker) -> None:
+        assert b.name is not None and b.xid is not None
+        choice = await self._ask(
+            f"End {b.label()}?",
+            f" · prepared by {b.user or '?'} · transaction {b.xid}",
+            "ROLLBACK PREPARED discards its changes; COMMIT PREPARED makes them permanent. "
+            "Either ends it and frees what it holds back; a transaction manager that still "
+            "expects it will find it gone.",
+            [
+                Choice("rollback", f"ROLLBACK PREPARED {b.name!r}: discard its changes"),
+                Choice("commit", f"COMMIT PREPARED {b.name!r}: keep its changes"),
+            ],
+        )
+        if choice not in ("rollback", "commit"):
+            return
+        verb = "committed" if choice == "commit" else "rolled back"
+        await self._act(
+            ops.end_prepared,
+            b.name,
+            b.xid,
+            commit=choice == "commit",
+            actor=ops.Actor.current(),
+            done=lambda ended: (
+                f"{verb} {b.label()}"
+                if ended
+                else f"{b.label()} had already ended; nothing was done"
+            ),
+        )
+
+    async def _ask_and_drop(self, b: Blocker) -> None:
+        assert b.name is not None and b.slot_type is not None
+        choice = await self._ask(
+            f"Drop {b.label()}?",
+            f" · {b.database or 'no database'} · inactive",
+            "Its consumer loses its place: a standby must be re-seeded or a subscription "
+            "recreated. What it held back becomes removable.",
+            [Choice("drop", f"drop replication slot {b.name!r}")],
+        )
+        if choice == "drop":
+            await self._act(
+                ops.drop_slot,
+                b.name,
+                b.slot_type,
+                actor=ops.Actor.current(),
+                done=lambda dropped: (
+                    f"dropped {b.label()}"
+                    if dropped
+                    else f"{b.label()} was already gone; nothing was done"
+                ),
+            )
+
+    async def _ask(self, title: str, facts: str, warning: str, choices: list[Choice]) -> str | None:
+        """The confirmation naming exactly what (the blocker, from its title) and what follows."""
+        body = Text.assemble(inert(title.rstrip("?"), style="bold"), inert(facts), "\n\n", warning)
+        return await self.app.push_screen_wait(ConfirmScreen(title, body, choices, danger=True))
+
+    async def _act(self, fn: Any, *args: Any, done: Callable[[Any], str], **kwargs: Any) -> None:
+        """Run one audited action; its outcome or the refusal in one line, never a traceback."""
+        try:
+            outcome = await self.console.link.run(fn, *args, **kwargs)
+        except (backends.SignalRefused, ops.Refused) as exc:
             self.notify(clean(str(exc)), severity="error", markup=False, timeout=10)
             return
         except LinkDown as exc:
@@ -288,8 +416,71 @@ class DatabasePane(Pane):
         except psycopg.Error as exc:
             self.notify(clean(describe_error(exc)), severity="error", markup=False, timeout=8)
             return
-        self.notify(clean(outcome.describe()), markup=False, timeout=6)
+        self.notify(clean(done(outcome)), markup=False, timeout=6)
         self.console.refresh_now()
+
+
+# What each kind offers: (the keys, when refused; the keys and what they do).
+OFFERS = {
+    SESSION: ("C/K", "C cancel · K terminate"),
+    "vacuum": ("C", "C cancel (a vacuum process: it is never terminated here)"),
+    PREPARED: ("E", "E end it (ROLLBACK or COMMIT PREPARED)"),
+    SLOT: ("D", "D drop the slot"),
+}
+
+
+def _offered(h: DbHealth | None) -> tuple[str, bool] | None:
+    """What the footer's keys depend on: the blocker's kind, and whether it is a vacuum."""
+    return None if h is None or h.blocker is None else (h.blocker.kind, h.blocker.vacuum)
+
+
+def _what(b: Blocker, st: CellStyles) -> list[Text | str]:
+    """The first line: the blocker in its own words, and how long it has held."""
+    xids = "" if b.xid_age is None else f"{b.xid_age} transactions old"
+    if b.kind == SESSION:
+        age = format_duration(b.xact_age_s) if b.xact_age_s is not None else "age hidden"
+        return [
+            Text(f"pid {b.pid}", style=st.error),
+            " · ",
+            Text(f"transaction {age}", style=st.error),
+            " · ",
+            inert(b.state or b.backend_type or "?", style=st.warning),
+        ]
+    parts: list[Text | str] = [inert(b.label(NAME_WIDTH), style=st.error)]
+    if b.kind == PREPARED and b.xact_age_s is not None:
+        parts += [" · ", Text(f"prepared {format_duration(b.xact_age_s)} ago", style=st.error)]
+    elif b.kind == SLOT:
+        horizon = "catalog_xmin" if b.catalog_only else "xmin"
+        parts += [" · ", Text(f"{horizon} {xids}", style=st.error)]
+        state = "inactive" if b.pid is None else f"in use by pid {b.pid}"
+        parts += [" · ", Text(state, style=st.warning)]
+    elif b.kind == STANDBY:
+        parts += [" · ", Text(f"xmin {xids}", style=st.error)]
+    return parts
+
+
+def _detail(b: Blocker, st: CellStyles) -> list[Text | str]:
+    """The last line: who it is (a session, its query), or what the kind means."""
+    if b.kind == SESSION:
+        return [*_who(b), " · query: ", inert(one_line(b.query or "", QUERY_WIDTH), style=st.muted)]
+    if b.kind == PREPARED:
+        text = (
+            f"a two-phase commit transaction of role {b.user or '?'}, left prepared: it keeps "
+            "its transaction id until COMMIT or ROLLBACK PREPARED"
+        )
+    elif b.kind == SLOT and b.catalog_only:
+        text = (
+            f"logical decoding of database {b.database or '?'} has not confirmed past it: "
+            "the catalogs keep their dead rows until its consumer catches up or it is dropped"
+        )
+    elif b.kind == SLOT:
+        text = (
+            "a standby that used this slot asked the primary to keep rows it may still read; "
+            "the slot keeps them while that standby is away"
+        )
+    else:
+        text = f"walsender pid {b.pid} · {b.client}: a query on the standby still reads them"
+    return [inert(text, style=st.muted)]
 
 
 def _who(b: Blocker) -> list[Text | str]:
