@@ -35,10 +35,11 @@ they were.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -93,6 +94,10 @@ class Dispatcher:
         # have been up to `heartbeat_interval` old already.
         self.recheck_after = max(0.0, settings.heartbeat_timeout - settings.heartbeat_interval) / 4
         self.running: dict[tuple[int, int], Running] = {}
+        # Attempts whose plain handler's thread overran its timeout or ignored a stop and still
+        # runs: their outcome is written when that thread ends, so until then their row stays
+        # locked by this worker and counts toward the kind's concurrency limit (issue 25).
+        self.lingering: dict[tuple[int, int], Running] = {}
         self.threads = Threads(self.poke)
         self.executor: ThreadPoolExecutor | None = None
         if any(not spec.is_async for spec in specs.values()):
@@ -179,6 +184,7 @@ class Dispatcher:
         ids = set(self.flusher.pending_ids())
         if not abandoned:
             ids.update(key[0] for key in self.running)
+            ids.update(key[0] for key in self.lingering)
         return list(ids)
 
     # ----------------------------------------------------------------- claims
@@ -429,10 +435,35 @@ class Dispatcher:
             error = job.payload  # the handler cannot be given it: this attempt fails
         else:
             error = await run_handler(job, self.executor, self.threads)
-        self._finish(job, error, (time.perf_counter() - t0) * 1000.0)
+        ms = (time.perf_counter() - t0) * 1000.0
+        thread = job.thread
+        if thread is not None and not thread.done() and job.why not in ("shutdown", "lost"):
+            self._linger(job, thread, error, ms)
+        else:
+            self._finish(job, error, ms)
+
+    def _linger(
+        self, job: Running, thread: Future[Any], error: BaseException | None, ms: float
+    ) -> None:
+        """Write the outcome of an attempt whose thread still runs only when it ends."""
+        del self.running[job.key]
+        self.lingering[job.key] = job
+        loop = asyncio.get_running_loop()
+
+        def ended(_: Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # the worker's loop is gone
+                loop.call_soon_threadsafe(self._thread_ended, job, error, ms)
+
+        thread.add_done_callback(ended)
+        if not self.running:
+            self.idle.set()
+
+    def _thread_ended(self, job: Running, error: BaseException | None, ms: float) -> None:
+        if self.lingering.pop(job.key, None) is not None:
+            self._finish(job, error, ms)
 
     def _finish(self, job: Running, error: BaseException | None, ms: float) -> None:
-        del self.running[job.key]
+        self.running.pop(job.key, None)
         out, stats, kind = self.flusher.outcomes, self.flusher.stats, job.ctx.kind
         if error is None:
             out.done.append(job.key)

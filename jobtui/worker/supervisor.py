@@ -83,8 +83,7 @@ class Worker:
         # whichever workers declare it, once per tick however many).
         self.kind_limits = [lim for lim in registry.limits() if lim.kind in self._specs]
         self.schedules = registry.schedules()
-        limits = {k: s.max_attempts for k, s in self._specs.items() if s.max_attempts is not None}
-        self._db = WorkerDB(schema, self.id, limits)
+        self._db = WorkerDB(schema, self.id)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_early = False
         self._force_early = False
@@ -154,20 +153,29 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
-        work = s.statement_timeout
-        claim_links = [Link(self.dsn, "claim", statement_timeout=work)]
+        work, frozen = s.statement_timeout, s.heartbeat_timeout
+        claim_links = [Link(self.dsn, "claim", statement_timeout=work, frozen_after=frozen)]
         if s.concurrency > 1:
-            claim_links.append(Link(self.dsn, "claim 2", statement_timeout=work))
+            claim_links.append(
+                Link(self.dsn, "claim 2", statement_timeout=work, frozen_after=frozen)
+            )
         flush_link = Link(
-            self.dsn, "flush", statement_timeout=work, lock_timeout=FLUSH_LOCK_TIMEOUT_S
+            self.dsn,
+            "flush",
+            statement_timeout=work,
+            lock_timeout=FLUSH_LOCK_TIMEOUT_S,
+            frozen_after=frozen,
         )
         beat = max(0.2, s.heartbeat_timeout / 3)
-        live_link = Link(self.dsn, "liveness", statement_timeout=beat, lock_timeout=beat)
+        live_link = Link(
+            self.dsn, "liveness", statement_timeout=beat, lock_timeout=beat, frozen_after=frozen
+        )
         house_link = Link(
             self.dsn,
             "housekeeping",
             statement_timeout=s.housekeeping_timeout,
             lock_timeout=s.housekeeping_lock_timeout,
+            frozen_after=frozen,
         )
         self._links = [*claim_links, flush_link, live_link, house_link]
         self._flusher = Flusher(self.id, self._db, flush_link, s.stats_flush_interval)
@@ -336,6 +344,7 @@ class Worker:
         await self._final_writes()
         await self._close()
         d.shutdown_executor()
+        self._db.close()
         log.info("worker=%s event=stopped", self.id)
 
     async def _final_writes(self) -> None:
