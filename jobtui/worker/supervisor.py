@@ -200,6 +200,7 @@ class Worker:
         listen_dsn = s.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or self.dsn
         self._wakeups = Wakeups(self.id, s.poll_interval, listen_dsn != self.dsn)
         self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)
+        live.listening = self._wakeups.hears_notifies
         self._housekeeper = Housekeeper(
             self._db, house_link, s, d, self._flusher.stats, [x.name for x in self.schedules]
         )
