@@ -229,7 +229,8 @@ async def _pending(
         )
     if job["attempts"] >= job["max_attempts"]:
         answer.state = "exhausted"
-        reasons.append(Reason("exhausted", _exhausted(job)))
+        live = await _one(conn, queries(schema).why_any_live_worker, {})
+        reasons.append(Reason("exhausted", _exhausted(job, bool(live and live["live"]))))
         return
     due = job["run_at"] <= now
     if not due:
@@ -310,13 +311,16 @@ def _fullness(w: dict[str, Any]) -> str:
     return text
 
 
-def _exhausted(job: dict[str, Any]) -> str:
+def _exhausted(job: dict[str, Any], swept: bool) -> str:
     """What happens to a job with no attempt left, by the sweep's own rules
-    (worker_bury_exhausted, worker_finish_cancelled; the limit is jobtui_max_attempts')."""
+    (worker_bury_exhausted, worker_finish_cancelled; the limit is jobtui_max_attempts');
+    `swept`: a live worker exists to sweep it."""
     limit, row = job["max_attempts"], job["row_max_attempts"]
     whose = f"; its handler's limit, the row says {row}" if limit != row else ""
     text = f"its attempts are exhausted ({job['attempts']} of {limit}{whose}): "
     text += "no worker will claim it; "
+    if not swept:
+        return text + "no worker is running to sweep it: it stays so until one starts"
     if job["cancel_requested"]:
         return text + "a running worker's next sweep ends it cancelled"
     text += "a running worker's next sweep moves it to dead letters (reason exhausted)"

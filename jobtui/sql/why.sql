@@ -73,3 +73,10 @@ WHERE x.kind >= %(kind)s AND x.kind <= %(kind)s
            THEN (x.run_at, x.id) < (%(run_at)s::timestamptz, %(id)s::bigint)
            ELSE (-x.priority, x.run_at, x.id)
                 < (-%(priority)s::int, %(run_at)s::timestamptz, %(id)s::bigint) END
+
+-- name: why_any_live_worker
+-- Whether any worker is live (judged by its own heartbeat timeout): the sweep that moves jobs
+-- with no attempt left runs on every worker, whatever kinds it handles.
+SELECT EXISTS (SELECT 1 FROM __schema__.workers w
+               WHERE now() - w.heartbeat_at <= make_interval(secs => w.heartbeat_timeout_s))
+       AS live

@@ -12,7 +12,8 @@ whatever holds it. The run is judged from this ledger, not from what workers rep
 - `h_overrun`: plain with a 0.25 s timeout; a third of the time sleeps 0.5 s ignoring its
   cancel event, so its thread is abandoned while its job is retried; handler limit 3.
 - `h_stubborn`: async, swallows its first cancellation and carries on; handler limit 2.
-- `h_capped`: plain, at most 2 at once across every worker (a concurrency limit).
+- `h_capped`: plain, at most 2 at once across every worker (a concurrency limit); a fifth of
+  the time its thread overruns its 0.2 s timeout.
 - `h_metered`: async, at most RATE starts a second across every worker (a rate limit).
 - `h_tick`: async; enqueued by an every-second schedule (`chaos_tick`), not by the run.
 
@@ -154,11 +155,11 @@ async def h_stubborn(payload: dict[str, Any]) -> None:
         await asyncio.shield(asyncio.to_thread(end, entry))
 
 
-@registry.handler("h_capped", concurrency=CAPPED, backoff_base=0.05, backoff_cap=0.3)
+@registry.handler("h_capped", concurrency=CAPPED, timeout=0.2, backoff_base=0.05, backoff_cap=0.3)
 def h_capped(payload: dict[str, Any]) -> None:
     entry = _begin()
-    try:
-        time.sleep(random.random() * MAX_SLEEP_S)
+    try:  # a fifth of the time its thread overruns the timeout: it must still hold its slot
+        time.sleep(0.4 if random.random() < 0.2 else random.random() * MAX_SLEEP_S)
         _maybe_fail()
     finally:
         end(entry)
