@@ -160,14 +160,22 @@ async def claim_limited(
         queries(schema).limits_claim,
         {"kinds": list(kinds), "worker": worker_id, "want": want, "full_poll_s": FULL_POLL_S},
     )
-    for row in await cur.fetchall():
-        if row[0] is not None:
-            result.append(tuple(row[:5]))
-        elif row[5] is None:
-            result.skipped.append(row[1])
+    claimed = []
+    for job_id, kind, attempts, limit, wait_s in await cur.fetchall():
+        if job_id is not None:
+            claimed.append((job_id, kind, attempts, limit))
+        elif wait_s is None:
+            result.skipped.append(kind)
         else:
-            result.wait_s[row[1]] = float(row[5])
+            result.wait_s[kind] = float(wait_s)
     result.skipped.sort()
+    if claimed:
+        # Read once the claim has committed: a large reply holds no lock while it travels.
+        cur = await conn.execute(
+            queries(schema).worker_claimed_payloads, {"ids": [c[0] for c in claimed]}
+        )
+        payloads: dict[int, str] = {r[0]: r[1] for r in await cur.fetchall()}
+        result += [(i, k, payloads.get(i, "null"), a, m) for i, k, a, m in claimed]
     return result
 
 

@@ -99,16 +99,19 @@ async def _frozen_worker(dsn: str, options: dict[str, Any], triggers: list[bytes
             stop([proc])
 
 
+@pytest.mark.parametrize("pad", [0, 6_000_000])
 async def test_a_worker_frozen_mid_claim_of_a_limited_kind_stops_no_other_worker(
-    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path, pad: int
 ) -> None:
     """`capped` may run 3 at once. A worker (concurrency 1) freezes the moment it sends its
     claim of that kind. Another worker started afterwards must run every job (the frozen one's
-    too, once rescued after its 2 s heartbeat timeout), an operator's `kinds limit` must not
-    hang, and `jobs why` must not call a job held by the frozen worker ready."""
+    too, once rescued after its 2 s heartbeat timeout), and an operator's `kinds limit` must not
+    hang. With 6 MB payloads the claim's reply cannot fit in the sockets' buffers: a server
+    that sent it before committing would block, holding the kind's row, on a client that
+    reads nothing."""
     await aconn.execute(LEDGER_DDL)
     for i in range(6):
-        await enqueue(aconn, "capped", {"sleep": 0.1, "i": i})
+        await enqueue(aconn, "capped", {"sleep": 0.1, "i": i, "pad": "x" * pad})
     frozen_opts = {
         "app": "limited",
         "kinds": ["capped"],
@@ -173,3 +176,40 @@ async def test_a_worker_frozen_mid_tick_stops_no_schedule(
         aconn, "SELECT tick FROM schedule_ticks GROUP BY tick HAVING count(*) > 1"
     )
     assert twice == []
+
+
+async def test_a_worker_frozen_while_its_large_claim_is_sent_stops_no_other_worker(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """The fast claim (a kind without limits) of 6 MB payloads, by a worker that freezes the
+    moment it sends it: the server sent a reply before it committed, so it blocked on a full
+    socket holding the claimed row locked, skipped by every other worker for as long as the
+    freeze lasted. Now a claim's reply carries at most 64 KiB of payload, so the claim
+    commits, and the frozen worker's job is rescued after its heartbeat timeout like any
+    other (and were a reply to block, the server's tcp_user_timeout, set on worker sessions,
+    would end it within half that timeout: seen, 1.5 s, before the budget existed)."""
+    await aconn.execute(LEDGER_DDL)
+    for _ in range(3):
+        await enqueue(aconn, "sleepy", {"sleeps": [0.1], "pad": "x" * 6_000_000})
+    frozen_opts = {
+        "kinds": ["sleepy"],
+        "concurrency": 1,
+        "heartbeat_interval": 0.5,
+        "heartbeat_timeout": 2.0,
+    }
+    async with _frozen_worker(
+        dsn, frozen_opts, [b"SET locked_at = now(), locked_by"], tmp_path / "frozen.log"
+    ):
+        healthy = {**frozen_opts, "concurrency": 3}
+        procs = spawn([worker_argv(dsn, healthy)], tmp_path / "healthy.log")
+        try:
+            await wait_until(
+                lambda: fetchval(
+                    aconn,
+                    "SELECT count(DISTINCT job_id) = 3 FROM ledger WHERE ended_at IS NOT NULL",
+                ),
+                timeout=20,
+                what="all three jobs to run while a worker is frozen sending its claim",
+            )
+        finally:
+            stop(procs)

@@ -30,7 +30,10 @@ $fn$;
 -- frozen between them (SIGSTOP, a VM pause, a network split) held the kind's row, and every
 -- other worker skipped the kind until that connection died. Now the locks end with the
 -- statement: the server commits it without waiting for the client.
--- Rows: claimed jobs (id, kind, payload text, attempts, max_attempts); rows with id NULL carry,
+-- Rows: claimed jobs (id, kind, attempts, max_attempts), without their payloads: the reply
+-- of a statement that holds locks stays a few bytes a job, so a frozen client can never make
+-- the server block sending it before its commit (the caller reads the payloads afterwards,
+-- holding nothing: worker_claimed_payloads). Rows with id NULL carry,
 -- per rate-limited kind out of tokens, the seconds until its next whole token; per kind at its
 -- concurrency limit with jobs ready, p_full_poll_s; per kind not looked at (another claim held
 -- it, paused, or no longer limited), wait_s NULL.
@@ -39,8 +42,7 @@ $fn$;
 -- one-value range so the planner keeps to that index).
 CREATE OR REPLACE FUNCTION __schema__.jobtui_claim_limited(
   p_kinds text[], p_worker text, p_want int, p_full_poll_s float8
-) RETURNS TABLE (id bigint, kind text, payload text, attempts int, max_attempts int,
-                 wait_s float8)
+) RETURNS TABLE (id bigint, kind text, attempts int, max_attempts int, wait_s float8)
 LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -54,7 +56,7 @@ BEGIN
     ORDER BY l.kind
     FOR UPDATE OF l SKIP LOCKED) s;
   RETURN QUERY
-  SELECT NULL::bigint, k.k, NULL::text, NULL::int, NULL::int, NULL::float8
+  SELECT NULL::bigint, k.k, NULL::int, NULL::int, NULL::float8
   FROM unnest(p_kinds) AS k(k) WHERE k.k <> ALL(held);
   IF cardinality(held) = 0 OR p_want < 1 THEN
     RETURN;
@@ -106,7 +108,7 @@ BEGIN
     WHERE j.id IN (SELECT pick.id FROM pick)
       AND j.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
       AND NOT j.cancel_requested
-    RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+    RETURNING j.id, j.kind, j.attempts, j.max_attempts
   ), taken AS (
     SELECT room.kind, room.rate, room.period_s,
            room.tokens - (SELECT count(*) FROM claimed c WHERE c.kind = room.kind) AS left_
@@ -116,15 +118,15 @@ BEGIN
     SET tokens = t.left_, tokens_at = statement_timestamp()
     FROM taken t WHERE l.kind = t.kind
   )
-  SELECT c.id, c.kind, c.payload, c.attempts, c.max_attempts, NULL::float8 FROM claimed c
+  SELECT c.id, c.kind, c.attempts, c.max_attempts, NULL::float8 FROM claimed c
   UNION ALL
-  SELECT NULL, t.kind, NULL, NULL, NULL, ((1 - t.left_) * t.period_s / t.rate)::float8
+  SELECT NULL, t.kind, NULL, NULL, ((1 - t.left_) * t.period_s / t.rate)::float8
   FROM taken t WHERE t.left_ < 1
   UNION ALL
   -- A kind with no room for want of a free slot under its concurrency (or per-worker) limit
   -- while jobs of it are ready: room comes back when another worker's job of it finishes,
   -- which sends no NOTIFY. The caller looks again after p_full_poll_s seconds.
-  SELECT NULL, room.kind, NULL, NULL, NULL, p_full_poll_s
+  SELECT NULL, room.kind, NULL, NULL, p_full_poll_s
   FROM room
   WHERE room.n = 0 AND (room.tokens IS NULL OR room.tokens >= 1)
     AND EXISTS (

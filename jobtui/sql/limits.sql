@@ -31,7 +31,7 @@ SELECT kind FROM __schema__.kind_limits WHERE limited ORDER BY kind
 -- nothing that stops other workers. Rows with id NULL: per kind, the seconds to wait before
 -- claiming it again (wait_s), or a kind that was not looked at (wait_s NULL: another claim
 -- held it, or it is paused or no longer limited).
-SELECT id, kind, payload, attempts, max_attempts, wait_s
+SELECT id, kind, attempts, max_attempts, wait_s
 FROM __schema__.jobtui_claim_limited(%(kinds)s::text[], %(worker)s, %(want)s::int,
                                      %(full_poll_s)s::float8)
 

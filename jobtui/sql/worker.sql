@@ -19,10 +19,16 @@
 -- when there are few kinds, and the planner then sorts every pending row instead.
 -- The attempt limit is the effective one, by the one rule of jobtui_max_attempts (migration
 -- 0023: the kind's handler declaration in kind_handlers, else the row's), and the claim
--- writes it into the row, so the handler is told the limit it ran under. A row with a cancel request is
--- never claimed (a cancel wins over every path back to running).
+-- writes it into the row, so the handler is told the limit it ran under. A row with a cancel
+-- request is never claimed (a cancel wins over every path back to running).
 -- The payload comes back as text and is decoded job by job (statements.decode_payload): one
 -- payload Python cannot decode (nested too deeply) must fail its own job, not the whole batch.
+-- Payloads come back only while the reply's running total stays within 64 KiB (well inside
+-- the sockets' buffers); the others come back NULL and are read after the claim committed
+-- (worker_claimed_payloads): the server sends a reply before it commits, so a reply larger
+-- than the sockets' buffers, to a worker that froze, would keep the claimed rows locked, and
+-- skipped by every other worker, for as long as it stays frozen (issue 25).
+WITH claimed AS (
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
     max_attempts = __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
@@ -42,6 +48,12 @@ WHERE j.id = ANY(ARRAY(
   AND j.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+)
+SELECT c.id, c.kind,
+       CASE WHEN sum(octet_length(c.payload)) OVER (ORDER BY c.id) <= 65536
+            THEN c.payload END AS payload,
+       c.attempts, c.max_attempts
+FROM claimed c
 
 -- name: worker_claim_per_kind
 -- worker_claim for a worker some of whose kinds have a limit (they are left out here, and
@@ -50,6 +62,7 @@ RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 -- claim order, so a large backlog of a limited kind ahead of the others costs nothing (see
 -- migration 0007). The kind is matched as a one-value range so the planner keeps to that
 -- index (see limits_claim). Everything else as in worker_claim.
+WITH claimed AS (
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
     max_attempts = __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
@@ -73,6 +86,16 @@ WHERE j.id = ANY(ARRAY(
   AND j.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+)
+SELECT c.id, c.kind,
+       CASE WHEN sum(octet_length(c.payload)) OVER (ORDER BY c.id) <= 65536
+            THEN c.payload END AS payload,
+       c.attempts, c.max_attempts
+FROM claimed c
+
+-- name: worker_claimed_payloads
+-- The payloads a claim left out of its reply (past its byte budget), read after it committed.
+SELECT j.id, j.payload::text FROM __schema__.jobs j WHERE j.id = ANY(%(ids)s::bigint[])
 
 -- name: worker_complete
 -- Group commit of successful jobs: one statement for every completion buffered so far.

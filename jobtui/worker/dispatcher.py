@@ -97,7 +97,7 @@ class Dispatcher:
         # Attempts whose plain handler's thread overran its timeout or ignored a stop and still
         # runs: their outcome is written when that thread ends, so until then their row stays
         # locked by this worker and counts toward the kind's concurrency limit (issue 25).
-        self.lingering: dict[tuple[int, int], Running] = {}
+        self.lingering: dict[tuple[int, int], tuple[Running, BaseException | None, float]] = {}
         self.threads = Threads(self.poke)
         self.executor: ThreadPoolExecutor | None = None
         if any(not spec.is_async for spec in specs.values()):
@@ -447,20 +447,27 @@ class Dispatcher:
     ) -> None:
         """Write the outcome of an attempt whose thread still runs only when it ends."""
         del self.running[job.key]
-        self.lingering[job.key] = job
+        self.lingering[job.key] = (job, error, ms)
         loop = asyncio.get_running_loop()
 
         def ended(_: Future[Any]) -> None:
             with contextlib.suppress(RuntimeError):  # the worker's loop is gone
-                loop.call_soon_threadsafe(self._thread_ended, job, error, ms)
+                loop.call_soon_threadsafe(self._thread_ended, job.key)
 
         thread.add_done_callback(ended)
         if not self.running:
             self.idle.set()
 
-    def _thread_ended(self, job: Running, error: BaseException | None, ms: float) -> None:
-        if self.lingering.pop(job.key, None) is not None:
-            self._finish(job, error, ms)
+    def _thread_ended(self, key: tuple[int, int]) -> None:
+        ended = self.lingering.pop(key, None)
+        if ended is not None:
+            self._finish(*ended)
+
+    def settle_lingering(self) -> None:
+        """At shutdown: record now the outcome of attempts whose thread still runs (their
+        timeout, or cancel) rather than release them; the thread ends with the process."""
+        for key in list(self.lingering):
+            self._thread_ended(key)
 
     def _finish(self, job: Running, error: BaseException | None, ms: float) -> None:
         self.running.pop(job.key, None)

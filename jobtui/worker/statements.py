@@ -118,6 +118,12 @@ class WorkerDB:
         """
         sql = self.q.worker_claim_per_kind if per_kind else self.q.worker_claim
         rows = await link.fetch(sql, {"kinds": kinds, "worker": self.worker_id, "limit": limit})
+        later = [r[0] for r in rows if r[2] is None]
+        if later:  # past the reply's byte budget: read now that the claim has committed
+            got = dict(await link.fetch(self.q.worker_claimed_payloads, {"ids": later}))
+            rows = [
+                (r[0], r[1], got.get(r[0], "null"), *r[3:]) if r[2] is None else r for r in rows
+            ]
         return await decode_rows(rows, self.engine_threads)
 
     async def claim_limited(

@@ -334,6 +334,9 @@ class Worker:
                     if job.task is not None:
                         job.task.cancel()
                 await self._wait_idle(1.0)
+        # Attempts whose thread overran its timeout keep their row until that thread ends; the
+        # worker stops now, so their outcome (the timeout, or a cancel) is written with the rest.
+        d.settle_lingering()
         # The flusher finishes its write in flight (a query cut short would leave its connection
         # unusable for the final writes); the other tasks are simply cancelled.
         self._flusher.closing.set()
