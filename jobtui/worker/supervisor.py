@@ -276,9 +276,14 @@ class Worker:
                 {"rows": Jsonb(handlers), "worker": self.id},
             )
         except psycopg.errors.InsufficientPrivilege as exc:
-            # Shown on the console's kind screen only; never a reason not to work.
+            # Never a reason not to work; but the handlers' max_attempts is the one rule's
+            # input (jobtui_max_attempts reads kind_handlers): without it the rows' apply.
             log.warning(
-                "worker=%s event=handlers_not_recorded error=%s", self.id, describe_error(exc)
+                "worker=%s event=handlers_not_recorded error=%s reason=the handlers' "
+                "max_attempts are not applied (each job's own is); grant INSERT, UPDATE on "
+                "kind_handlers to the worker's role (jobtui roles does)",
+                self.id,
+                describe_error(exc),
             )
         changed = await sync_kind_limits(conn, self.schema, self.kind_limits)
         if changed:

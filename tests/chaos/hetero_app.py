@@ -186,9 +186,9 @@ if FREEZE_IN_CLAIM:
 
     _decode_rows = statements.decode_rows
 
-    async def _freezing_decode(rows: Any, executor: Any = None) -> Any:
+    async def _freezing_decode(rows: Any, *args: Any) -> Any:
         if rows and random.random() < FREEZE_IN_CLAIM:
             os.kill(os.getpid(), signal.SIGSTOP)  # mid-claim: committed, nothing started
-        return await _decode_rows(rows, executor)
+        return await _decode_rows(rows, *args)
 
     statements.decode_rows = _freezing_decode
