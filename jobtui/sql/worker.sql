@@ -28,15 +28,17 @@
 -- (worker_claimed_payloads): the server sends a reply before it commits, so a reply larger
 -- than the sockets' buffers, to a worker that froze, would keep the claimed rows locked, and
 -- skipped by every other worker, for as long as it stays frozen (issue 25).
-WITH claimed AS (
+WITH am AS MATERIALIZED (
+  SELECT __schema__.jobtui_attempt_limits() AS m
+), claimed AS (
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
-    max_attempts = __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
+    max_attempts = __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
 WHERE j.id = ANY(ARRAY(
     SELECT x.id
     FROM __schema__.jobs x
     WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-      AND x.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), x.kind, x.max_attempts)
+      AND x.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts)
       AND NOT x.cancel_requested
       AND x.kind = ANY(ARRAY(SELECT unnest(%(kinds)s::text[])
                              EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
@@ -45,7 +47,7 @@ WHERE j.id = ANY(ARRAY(
     ORDER BY x.priority DESC, x.run_at, x.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED))
-  AND j.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
+  AND j.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 )
@@ -62,10 +64,12 @@ FROM claimed c
 -- claim order, so a large backlog of a limited kind ahead of the others costs nothing (see
 -- migration 0007). The kind is matched as a one-value range so the planner keeps to that
 -- index (see limits_claim). Everything else as in worker_claim.
-WITH claimed AS (
+WITH am AS MATERIALIZED (
+  SELECT __schema__.jobtui_attempt_limits() AS m
+), claimed AS (
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
-    max_attempts = __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
+    max_attempts = __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
 WHERE j.id = ANY(ARRAY(
     SELECT c.id
     FROM (SELECT unnest(%(kinds)s::text[])
@@ -76,14 +80,14 @@ WHERE j.id = ANY(ARRAY(
       FROM __schema__.jobs x
       WHERE x.kind >= k.kind AND x.kind <= k.kind
         AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-        AND x.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), x.kind, x.max_attempts)
+        AND x.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts)
         AND NOT x.cancel_requested
       ORDER BY x.kind, x.priority DESC, x.run_at, x.id
       LIMIT %(limit)s
       FOR UPDATE SKIP LOCKED) c
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s))
-  AND j.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind, j.max_attempts)
+  AND j.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 )
