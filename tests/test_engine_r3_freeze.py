@@ -213,3 +213,37 @@ async def test_a_worker_frozen_while_its_large_claim_is_sent_stops_no_other_work
             )
         finally:
             stop(procs)
+
+
+async def test_a_worker_frozen_past_its_own_timeout_counts_the_attempt_it_stops_as_lost(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """A worker SIGSTOPped longer than its own heartbeat timeout, with no other worker to
+    rescue its job: when it wakes it stops its handler as lost. It used to release the job
+    with the attempt given back, so a job whose handler froze its worker every time never
+    reached its limit (seen in the chaos run as a job over its max_attempts). The attempt
+    counts now, recorded as WorkerLost, as a rescue would have recorded it."""
+    await aconn.execute(LEDGER_DDL)
+    job = await enqueue(aconn, "sleepy", {"sleeps": [30, 0.1]})
+    opts = {"kinds": ["sleepy"], "heartbeat_interval": 0.2, "heartbeat_timeout": 1.0}
+    [proc] = spawn([worker_argv(dsn, opts)], tmp_path / "worker.log")
+    try:
+        await wait_until(lambda: fetchval(aconn, "SELECT count(*) = 1 FROM ledger"), what="start")
+        os.kill(proc.pid, signal.SIGSTOP)
+        await asyncio.sleep(2.0)
+        os.kill(proc.pid, signal.SIGCONT)
+        await wait_until(
+            lambda: fetchval(
+                aconn, "SELECT finished_at IS NOT NULL FROM jobs WHERE id = %s", (job,)
+            ),
+            timeout=15,
+            what="the job to end",
+        )
+    finally:
+        stop([proc])
+    starts = await fetchall(aconn, "SELECT attempt FROM ledger ORDER BY entry")
+    errors = await fetchval(
+        aconn, "SELECT jsonb_path_query_array(errors, '$[*].error') FROM jobs WHERE id = %s", (job,)
+    )
+    assert starts == [(1,), (2,)], starts
+    assert len(errors) == 1 and errors[0].startswith("WorkerLost"), errors

@@ -64,6 +64,12 @@ NEVER = float("inf")
 FENCED_POLL_S = 0.1  # while fenced, how often to look whether a heartbeat succeeded again
 
 
+class WorkerLost(Exception):
+    """The failure recorded for an attempt this worker stopped as lost after its handler ran
+    (its heartbeat was overdue past its own timeout): like a rescue, the attempt counts, so a
+    job whose handler freezes its worker every time still reaches its attempt limit."""
+
+
 class Dispatcher:
     """Slots, claims and running jobs of one worker."""
 
@@ -434,10 +440,11 @@ class Dispatcher:
         elif isinstance(job.payload, UndecodablePayload):
             error = job.payload  # the handler cannot be given it: this attempt fails
         else:
+            job.ran = True
             error = await run_handler(job, self.executor, self.threads)
         ms = (time.perf_counter() - t0) * 1000.0
         thread = job.thread
-        if thread is not None and not thread.done() and job.why not in ("shutdown", "lost"):
+        if thread is not None and not thread.done() and job.why != "shutdown":
             self._linger(job, thread, error, ms)
         else:
             self._finish(job, error, ms)
@@ -479,9 +486,14 @@ class Dispatcher:
         elif job.why == "cancel":
             out.cancelled.append(job.key)
             self.counts["cancelled"] += 1
-        elif job.why in ("shutdown", "lost"):
-            out.released.append(job.key)
+        elif job.why == "shutdown" or (job.why == "lost" and not job.ran):
+            out.released.append(job.key)  # the worker chose to stop it: the attempt is given back
         else:
+            if job.why == "lost":  # its handler ran: the attempt counts, as a rescue counts it
+                error = WorkerLost(
+                    "this worker missed its own heartbeat timeout while the handler ran; "
+                    "stopped as lost"
+                )
             fate = record_failure(
                 out,
                 job.spec,

@@ -15,8 +15,10 @@ Self-fencing: a worker that cannot heartbeat (its liveness connection cannot rec
 judged dead by others, who rescue its jobs. So once its last successful heartbeat is overdue
 (older than halfway between `interval` and `timeout`) it stops claiming and starting jobs
 (`fenced`), and once it is older than
-`timeout` it stops its running handlers as lost (their rows are or will be rescued; an outcome
-for them is refused anyway). It claims again after its next successful heartbeat.
+`timeout` it stops its running handlers as lost: their rows are or will be rescued (an
+outcome for a rescued row is refused), and one still its own is recorded as a failed attempt
+(WorkerLost, as a rescue records it: a handler that freezes its worker every time still
+reaches its attempt limit). It claims again after its next successful heartbeat.
 
 Operator requests (quiet, resume, stop; jobtui.worker.control) are read after every heartbeat
 and at once when the listener hears this worker's `control:` NOTIFY (`note_control`), on this

@@ -35,6 +35,7 @@ class Running:
         "id",
         "key",
         "payload",
+        "ran",
         "spec",
         "started",
         "task",
@@ -55,6 +56,7 @@ class Running:
         self.ctx = JobContext(row[0], row[1], row[3], row[4], worker_id=worker_id)
         self.claimed_at = claimed_at
         self.started = False
+        self.ran = False  # its handler was called (not stopped before it started)
         self.timed_out = False
         self.task: asyncio.Task[None] | None = None
         # A plain handler's thread that overran its timeout or ignored a stop: still running.
