@@ -311,13 +311,24 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
     by_job: dict[int, list[tuple[Any, ...]]] = {}
     for r in rows:
         by_job.setdefault(r[0], []).append(r)
+    violations = []
     for runs in by_job.values():
         for i, a in enumerate(runs):
             a_end = a[6] or fleet.killed.get(a[2])
             for b in runs[i + 1 :]:
                 if a_end is not None and b[5] >= a_end:
                     continue
-                figures[_classify(a, b, history, beats, fleet)] += 1
+                verdict = _classify(a, b, history, beats, fleet)
+                figures[verdict] += 1
+                if verdict == "overlapping (violations)":
+                    violations.append((a, b, history.get((a[0], a[1]), [])))
+    for a, b, entries in violations[:5]:
+        frozen = [f for f in fleet.freezes if f[0] == a[2]]
+        print(
+            f"  overlap (job, attempt, pid, worker, claimed, started, ended): {a} then {b}; "
+            f"history of the first: {entries}; its worker's freezes: {frozen}",
+            flush=True,
+        )
     if after_cancel:
         seen = conn.execute(
             "SELECT l.job_id, l.attempt, l.kind, l.worker, l.claimed_at, l.started_at, "
@@ -468,6 +479,9 @@ def _over_limit(conn: psycopg.Connection, fleet: Fleet) -> tuple[int, int]:
     for job_id, n in counted.items():
         if n > hetero_app.LIMITS[kinds[job_id]]:
             over += 1
+            if over <= 5:
+                starts = [(a, p, f"{t:%H:%M:%S.%f}") for j, _, a, p, t in rows if j == job_id]
+                print(f"  over its limit: job {job_id} ({kinds[job_id]}): {starts}", flush=True)
     return over, repeats
 
 
