@@ -222,7 +222,7 @@ async def test_a_worker_frozen_past_its_own_timeout_counts_the_attempt_it_stops_
     rescue its job: when it wakes it stops its handler as lost. It used to release the job
     with the attempt given back, so a job whose handler froze its worker every time never
     reached its limit (seen in the chaos run as a job over its max_attempts). The attempt
-    counts now, recorded as WorkerLost, as a rescue would have recorded it."""
+    counts now, recorded as HeartbeatLost, as a rescue would have recorded it."""
     await aconn.execute(LEDGER_DDL)
     job = await enqueue(aconn, "sleepy", {"sleeps": [30, 0.1]})
     opts = {"kinds": ["sleepy"], "heartbeat_interval": 0.2, "heartbeat_timeout": 1.0}
@@ -246,4 +246,4 @@ async def test_a_worker_frozen_past_its_own_timeout_counts_the_attempt_it_stops_
         aconn, "SELECT jsonb_path_query_array(errors, '$[*].error') FROM jobs WHERE id = %s", (job,)
     )
     assert starts == [(1,), (2,)], starts
-    assert len(errors) == 1 and errors[0].startswith("WorkerLost"), errors
+    assert len(errors) == 1 and errors[0].startswith("HeartbeatLost"), errors

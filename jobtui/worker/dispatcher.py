@@ -64,7 +64,7 @@ NEVER = float("inf")
 FENCED_POLL_S = 0.1  # while fenced, how often to look whether a heartbeat succeeded again
 
 
-class WorkerLost(Exception):
+class HeartbeatLost(Exception):
     """The failure recorded for an attempt this worker stopped as lost after its handler ran
     (its heartbeat was overdue past its own timeout): like a rescue, the attempt counts, so a
     job whose handler freezes its worker every time still reaches its attempt limit."""
@@ -490,7 +490,7 @@ class Dispatcher:
             out.released.append(job.key)  # the worker chose to stop it: the attempt is given back
         else:
             if job.why == "lost":  # its handler ran: the attempt counts, as a rescue counts it
-                error = WorkerLost(
+                error = HeartbeatLost(
                     "this worker missed its own heartbeat timeout while the handler ran; "
                     "stopped as lost"
                 )

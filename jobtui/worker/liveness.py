@@ -17,7 +17,7 @@ judged dead by others, who rescue its jobs. So once its last successful heartbea
 (`fenced`), and once it is older than
 `timeout` it stops its running handlers as lost: their rows are or will be rescued (an
 outcome for a rescued row is refused), and one still its own is recorded as a failed attempt
-(WorkerLost, as a rescue records it: a handler that freezes its worker every time still
+(HeartbeatLost, as a rescue records it: a handler that freezes its worker every time still
 reaches its attempt limit). It claims again after its next successful heartbeat.
 
 Operator requests (quiet, resume, stop; jobtui.worker.control) are read after every heartbeat

@@ -17,7 +17,7 @@ it into the row, and tells the handler. Attempts are counted at claim.
 - The worker stops (shutdown past the grace): the job is *released* with the attempt given
   back (`worker_release`), or cancelled if a cancel was requested.
 - The worker finds its own heartbeat overdue past its timeout (frozen, partitioned) while
-  a handler ran: that attempt fails with `WorkerLost` (dispatcher.py), as a rescue would
+  a handler ran: that attempt fails with `HeartbeatLost` (dispatcher.py), as a rescue would
   record it; a job it had claimed but not started is released.
 - A row left unlocked with no attempt left (by an article-style consumer, or because a
   deploy lowered the handler's limit): the housekeeper's sweep buries it

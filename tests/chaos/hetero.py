@@ -406,7 +406,10 @@ def _over_capacity(
         if len(running) <= hetero_app.CAPPED:
             continue
         excused = any(
-            any(e.startswith("WorkerLost") for e, _ in history.get((job, attempt), []))
+            any(
+                e.startswith(("WorkerLost", "HeartbeatLost"))
+                for e, _ in history.get((job, attempt), [])
+            )
             or (gone is not None and gone <= started)
             for job, attempt, pid, gone in running
         )
@@ -500,7 +503,7 @@ def _classify(
     if term is not None and b[4] is not None and b[4] >= term and b[1] == a[1]:
         return "overlaps after an abandoned thread"  # released at shutdown, thread ran on
     for error, at in entries:
-        if error.startswith("WorkerLost"):
+        if error.startswith(("WorkerLost", "HeartbeatLost")):
             seen = [(t, to) for t, to in beats.get(a[3], []) if t <= at]
             if seen:
                 last, timeout_s = max(seen)
