@@ -26,10 +26,12 @@ parent sends SIGCONT later): a freeze mid-claim.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -104,6 +106,26 @@ def _begin() -> int:
     return start(job.id, job.attempt, job.kind, job.worker_id)
 
 
+@contextlib.asynccontextmanager
+async def _ledgered() -> AsyncIterator[None]:
+    """The start and end rows of an async handler. The start is written in a thread; a
+    cancel that comes while it is written must not leave the row without its end (the row
+    would say the handler never ended, and every later attempt ran beside it)."""
+    job = current_job()
+    started = asyncio.ensure_future(
+        asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
+    )
+    try:
+        await asyncio.shield(started)
+        yield
+    finally:
+        await asyncio.shield(_end_after(started))
+
+
+async def _end_after(started: asyncio.Future[int]) -> None:
+    await asyncio.to_thread(end, await started)
+
+
 def _maybe_fail() -> None:
     if random.random() < FAIL_RATE:
         raise RuntimeError(f"chaos: simulated failure of job {current_job().id}")
@@ -122,13 +144,9 @@ def h_plain(payload: dict[str, Any]) -> None:
 
 @registry.handler("h_async", backoff_base=0.05, backoff_cap=0.3)
 async def h_async(payload: dict[str, Any]) -> None:
-    job = current_job()
-    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
-    try:
+    async with _ledgered():
         await asyncio.sleep(random.random() * MAX_SLEEP_S)
         _maybe_fail()
-    finally:
-        await asyncio.shield(asyncio.to_thread(end, entry))
 
 
 @registry.handler("h_overrun", max_attempts=3, timeout=0.25, backoff_base=0.05, backoff_cap=0.3)
@@ -143,16 +161,12 @@ def h_overrun(payload: dict[str, Any]) -> None:
 
 @registry.handler("h_stubborn", max_attempts=2, backoff_base=0.05, backoff_cap=0.3)
 async def h_stubborn(payload: dict[str, Any]) -> None:
-    job = current_job()
-    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
-    try:
+    async with _ledgered():
         try:
             await asyncio.sleep(random.random() * MAX_SLEEP_S * 2)
         except asyncio.CancelledError:  # ignores its cancellation (once) and carries on
             await asyncio.sleep(0.2)
         _maybe_fail()
-    finally:
-        await asyncio.shield(asyncio.to_thread(end, entry))
 
 
 @registry.handler("h_capped", concurrency=CAPPED, timeout=0.2, backoff_base=0.05, backoff_cap=0.3)
@@ -167,12 +181,8 @@ def h_capped(payload: dict[str, Any]) -> None:
 
 @registry.handler("h_metered", rate=RATE, backoff_base=0.05, backoff_cap=0.3)
 async def h_metered(payload: dict[str, Any]) -> None:
-    job = current_job()
-    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
-    try:
+    async with _ledgered():
         _maybe_fail()
-    finally:
-        await asyncio.shield(asyncio.to_thread(end, entry))
 
 
 @registry.periodic("* * * * * *", name="chaos_tick")
