@@ -9,13 +9,16 @@ How a worker claims (the contract for the worker's claim loop):
   list, as paused kinds are (best in its SQL: `EXCEPT SELECT kind FROM kind_limits WHERE
   limited`, so an operator's new limit applies at the next claim). Its cost is unchanged.
 - For the limited kinds it handles, the worker calls `claim_limited(conn, schema, worker_id,
-  kinds, want)` with its free slots as `want`, on a claim connection not inside a transaction.
+  kinds, want)` with its free slots as `want`, on an autocommit claim connection.
   It returns rows shaped like worker_claim's (id, kind, payload text, attempts, max_attempts).
 
 Why it cannot exceed a limit with any number of workers: each limited kind's row in
-`kind_limits` is locked (FOR UPDATE SKIP LOCKED) in one statement, and the running jobs are
-counted and claimed in the next one, inside the same transaction. Any other claim of that kind
-holds the same row lock until it commits, so the second statement's snapshot sees all of them.
+`kind_limits` is locked (FOR UPDATE SKIP LOCKED) by one statement of the function
+jobtui_claim_limited (migration 0023), and the running jobs are counted and claimed by the
+next one, with a new snapshot, in the same transaction. Any other claim of that kind holds the
+same row lock until it commits, so the second statement's snapshot sees all of them. The
+function is one client statement: the server commits it without waiting on the worker, so a
+worker frozen mid-claim holds no lock that stops the others (issue 25).
 A kind another worker is claiming at that moment is skipped rather than waited for, so a
 worker never queues behind another and a kind at its limit never holds up other kinds.
 
@@ -141,40 +144,38 @@ async def claim_limited(
     worker_id: str,
     kinds: Sequence[str],
     want: int,
-    attempt_limits: str = "{}",
 ) -> LimitedRows:
     """Claim up to `want` jobs of these limited kinds without exceeding any kind's limits.
 
-    Two statements in one transaction (lock, then count-and-claim); `conn` must not be in a
-    transaction. Kinds without a limit in `kinds` are ignored (the fast claim takes them).
-    `attempt_limits` is the worker's {kind: handler max_attempts} as JSON text (as for
-    worker_claim): the effective attempt limit, written into each claimed row.
+    One statement (jobtui_claim_limited, migration 0023), committed by the server on its own:
+    no lock is held across a round trip to this worker. Kinds without a limit in `kinds` are
+    reported skipped (the fast claim takes them). The attempt limit is the one rule of
+    jobtui_max_attempts, written into each claimed row.
     """
-    q = queries(schema)
     result = LimitedRows()
     result.wait_s, result.skipped = {}, []
     if want < 1 or not kinds:
         return result
-    async with conn.transaction():
-        cur = await conn.execute(q.limits_lock, {"kinds": list(kinds)})
-        held = [r[0] for r in await cur.fetchall()]
-        if held:
-            cur = await conn.execute(
-                q.limits_claim,
-                {
-                    "kinds": held,
-                    "worker": worker_id,
-                    "want": want,
-                    "full_poll_s": FULL_POLL_S,
-                    "limits": attempt_limits,
-                },
-            )
-            for row in await cur.fetchall():
-                if row[0] is None:
-                    result.wait_s[row[1]] = float(row[5])
-                else:
-                    result.append(tuple(row[:5]))
-    result.skipped = sorted(set(kinds) - set(held))
+    cur = await conn.execute(
+        queries(schema).limits_claim,
+        {"kinds": list(kinds), "worker": worker_id, "want": want, "full_poll_s": FULL_POLL_S},
+    )
+    claimed = []
+    for job_id, kind, attempts, limit, wait_s in await cur.fetchall():
+        if job_id is not None:
+            claimed.append((job_id, kind, attempts, limit))
+        elif wait_s is None:
+            result.skipped.append(kind)
+        else:
+            result.wait_s[kind] = float(wait_s)
+    result.skipped.sort()
+    if claimed:
+        # Read once the claim has committed: a large reply holds no lock while it travels.
+        cur = await conn.execute(
+            queries(schema).worker_claimed_payloads, {"ids": [c[0] for c in claimed]}
+        )
+        payloads: dict[int, str] = {r[0]: r[1] for r in await cur.fetchall()}
+        result += [(i, k, payloads.get(i, "null"), a, m) for i, k, a, m in claimed]
     return result
 
 

@@ -5,8 +5,9 @@ worker upserts its declarations at start (`sync_schedules`) and its housekeeper 
 `enqueue_due_ticks` about once a second. Each tick is enqueued exactly once however many
 workers call it at the same time: the tick's row in `schedule_ticks` (unique per schedule and
 tick) is inserted in the same statement as its job, and the job only if the row was new; the
-schedule's row is locked with SKIP LOCKED so concurrent housekeepers split the work and never
-wait on each other. Delivery of the job itself is then at-least-once like any job's.
+schedule's row is locked with SKIP LOCKED, by that same statement only, so concurrent
+housekeepers split the work, never wait on each other, and one that freezes holds nothing.
+Delivery of the job itself is then at-least-once like any job's.
 
 Missed ticks (downtime, a long pause of every worker): a tick is on time while it is at most
 `grace` old (default 60 s). On-time ticks are all enqueued. Older ones are missed: with
@@ -159,30 +160,35 @@ async def enqueue_due_ticks(
     *,
     grace: timedelta = DEFAULT_GRACE,
 ) -> list[TickEnqueued]:
-    """Enqueue the due ticks of these schedules (by name) in one transaction; what was enqueued.
+    """Enqueue the due ticks of these schedules (by name); what was enqueued.
 
     `now` defaults to the database's clock (one clock for every worker); tests pass a fixed one.
-    Schedules another caller holds at this moment are skipped: that caller enqueues them.
+    The due schedules are read without a lock, then each is enqueued by one statement that
+    locks its row only for that statement (schedules_enqueue_ticks): on an autocommit
+    connection no lock outlives a round trip, so a caller that freezes stops nobody. A schedule
+    another caller holds at that moment, or has moved on meanwhile, is skipped: that caller
+    enqueues it.
     """
     q = queries(schema)
     wanted = sorted(set(names))
     if not wanted:
         return []
-    done: list[TickEnqueued] = []
-    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+    async with conn.cursor(row_factory=dict_row) as cur:
         if now is None:
             await cur.execute(q.schedules_now)
             clock = await cur.fetchone()
             assert clock is not None
             now = clock["statement_timestamp"]
         await cur.execute(q.schedules_due, {"names": wanted, "now": now})
-        for row in await cur.fetchall():
-            try:
-                done += await _enqueue_schedule(conn, schema, row, now, grace)
-            except cron.InvalidCron as exc:
-                # Another app version may have written a cron or zone this one cannot read;
-                # that schedule waits for a worker that can, and the others still tick.
-                log.warning("schedule=%r event=schedule_unreadable error=%s", row["name"], exc)
+        due = await cur.fetchall()
+    done: list[TickEnqueued] = []
+    for row in due:
+        try:
+            done += await _enqueue_schedule(conn, schema, row, now, grace)
+        except cron.InvalidCron as exc:
+            # Another app version may have written a cron or zone this one cannot read;
+            # that schedule waits for a worker that can, and the others still tick.
+            log.warning("schedule=%r event=schedule_unreadable error=%s", row["name"], exc)
     return done
 
 
@@ -193,37 +199,23 @@ async def _enqueue_schedule(
     now: datetime,
     grace: timedelta,
 ) -> list[TickEnqueued]:
-    """One locked, due schedule: its ticks enqueued, then its bookkeeping moved to `now`."""
-    q = queries(schema)
+    """One due schedule: its ticks enqueued and its bookkeeping moved to `now`, in one
+    statement that does nothing if another caller holds or has moved the schedule."""
     ticks, _missed = _due(row, now, grace)
-    done: list[TickEnqueued] = []
-    for tick in ticks:
-        cur = await conn.execute(
-            q.schedules_enqueue_tick,
-            {
-                "name": row["name"],
-                "tick": tick,
-                "kind": row["kind"],
-                "payload": row["payload"],
-                "max_attempts": row["max_attempts"],
-                "priority": row["priority"],
-                "channel": notify_channel(schema),
-            },
-        )
-        got = await cur.fetchone()
-        if got is not None:
-            done.append(TickEnqueued(row["name"], tick, got[0]))
-    await conn.execute(
-        q.schedules_checked,
+    cur = await conn.execute(
+        queries(schema).schedules_enqueue_ticks,
         {
             "name": row["name"],
+            "checked_until": row["checked_until"],
+            "cron": row["cron"],
+            "timezone": row["timezone"],
+            "ticks": ticks,
             "now": now,
             "next_tick": cron.next_tick(row["cron"], row["timezone"], now),
-            "last_tick": done[-1].tick if done else None,
-            "last_job_id": done[-1].job_id if done else None,
+            "channel": notify_channel(schema),
         },
     )
-    return done
+    return [TickEnqueued(row["name"], tick, job_id) for tick, job_id in await cur.fetchall()]
 
 
 async def prune_ticks(conn: psycopg.AsyncConnection, schema: str, older_than: timedelta) -> int:

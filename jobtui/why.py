@@ -229,13 +229,8 @@ async def _pending(
         )
     if job["attempts"] >= job["max_attempts"]:
         answer.state = "exhausted"
-        reasons.append(
-            Reason(
-                "exhausted",
-                f"its attempts are exhausted ({job['attempts']} of {job['max_attempts']}): no "
-                "worker will claim it; a worker's sweep moves it to dead letters",
-            )
-        )
+        live = await _one(conn, queries(schema).why_any_live_worker, {})
+        reasons.append(Reason("exhausted", _exhausted(job, bool(live and live["live"]))))
         return
     due = job["run_at"] <= now
     if not due:
@@ -270,8 +265,8 @@ async def _pending(
     elif not live:
         stale = f" ({len(workers)} stale worker(s) do)" if workers else ""
         reasons.append(Reason("no_worker", f"no live worker handles kind {kind!r}{stale}"))
-    elif all(w["running"] >= w["concurrency"] for w in live):
-        each = ", ".join(f"{w['id']} running {w['running']} of {w['concurrency']}" for w in live)
+    elif all(w["running"] + w["abandoned"] >= w["concurrency"] for w in live):
+        each = ", ".join(_fullness(w) for w in live)
         reasons.append(
             Reason("workers_full", f"every worker that handles {kind!r} is full: {each}")
         )
@@ -304,6 +299,37 @@ async def _pending(
                 blocking=False,
             )
         )
+
+
+def _fullness(w: dict[str, Any]) -> str:
+    """`w1 running 0 of 1, 1 slot held by a thread that overran its timeout`."""
+    text = f"{w['id']} running {w['running']} of {w['concurrency']}"
+    n = w["abandoned"]
+    if n:
+        held = "1 slot" if n == 1 else f"{n} slots"
+        text += f", {held} held by a handler thread that overran its timeout and still runs"
+    return text
+
+
+def _exhausted(job: dict[str, Any], swept: bool) -> str:
+    """What happens to a job with no attempt left, by the sweep's own rules
+    (worker_bury_exhausted, worker_finish_cancelled; the limit is jobtui_max_attempts');
+    `swept`: a live worker exists to sweep it."""
+    limit, row = job["max_attempts"], job["row_max_attempts"]
+    whose = f"; its handler's limit, the row says {row}" if limit != row else ""
+    text = f"its attempts are exhausted ({job['attempts']} of {limit}{whose}): "
+    text += "no worker will claim it; "
+    if not swept:
+        return text + "no worker is running to sweep it: it stays so until one starts"
+    if job["cancel_requested"]:
+        return text + "a running worker's next sweep ends it cancelled"
+    text += "a running worker's next sweep moves it to dead letters (reason exhausted)"
+    if job["id_in_dead"]:
+        text += (
+            f"; its id is taken by an older dead letter, so it moves under a new id, its old "
+            f"id {job['id']} noted in its history"
+        )
+    return text
 
 
 async def _limits(

@@ -394,8 +394,10 @@ async def test_handlers_returning_values_that_are_not_json_still_succeed(
 async def test_a_plain_handler_that_ignores_its_timeout_does_not_stop_the_worker(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
-    """The thread cannot be killed; the attempt is failed at the timeout, the slot is freed,
-    other jobs run, and a stop request returns within grace + a bit."""
+    """The thread cannot be killed; other jobs run in the slots left, its job stays locked
+    while its thread runs (issue 25: so it counts toward its kind's limits and never runs
+    twice at once), a stop request returns within grace + a bit, and the attempt is then
+    recorded as failed by its timeout."""
     reg = Registry()
     release = threading.Event()
 
@@ -411,11 +413,13 @@ async def test_a_plain_handler_that_ignores_its_timeout_does_not_stop_the_worker
     try:
         async with running_worker(dsn, reg, concurrency=2, shutdown_grace=1.0) as worker:
             await wait_until(
-                lambda: fetchval(aconn, "SELECT count(*) = 1 FROM dead_letters"), what="dead"
+                lambda: fetchval(aconn, "SELECT abandoned = 1 FROM workers"), what="overran"
             )
             ids = [await enqueue(aconn, "fine", {"n": i}) for i in range(5)]
             for job_id in ids:
                 await wait_until(functools.partial(succeeded, aconn, job_id), what="fine")
+            held = "SELECT locked_by IS NOT NULL FROM jobs WHERE id = %s"
+            assert await fetchval(aconn, held, (stuck_id,)) is True
             t0 = time.monotonic()
             worker.request_stop()
         assert time.monotonic() - t0 < worker.settings.shutdown_grace + 5

@@ -30,7 +30,7 @@ from jobtui.worker.statements import _pairs, _rows_by_id
 Q = queries("public")
 WORKERS = ("w0", "w1")
 KINDS = ["k1", "k2"]
-LIMITS = json.dumps({"k1": 2})  # the k1 handler's own max_attempts; k2 uses the row's
+LIMITS = json.dumps({"k1": 2})  # the k1 handler's max_attempts (kind_handlers); k2: the row's
 N_JOBS = 3
 LOST = {"lost_msg": "WorkerLost: stalled", "lock_msg": "WorkerLost: article lock"}
 
@@ -49,6 +49,13 @@ class Interleavings:
                 "VALUES (%s, 'h', 1, %s, 1, 30)",
                 (w, KINDS),
             )
+        # The k1 handler's declaration, as a starting worker writes it: since migration 0023
+        # the one rule (jobtui_max_attempts) reads the limit there, not from each claimer.
+        self.admin.execute(
+            "INSERT INTO kind_handlers (kind, max_attempts, backoff_base_s, backoff_cap_s, "
+            "declared_by) VALUES ('k1', 2, 1, 60, 'w0') ON CONFLICT (kind) DO UPDATE "
+            "SET max_attempts = 2"
+        )
         self.admin.execute(
             "INSERT INTO jobs (kind, payload, max_attempts) "
             "SELECT CASE WHEN g %% 2 = 0 THEN 'k1' ELSE 'k2' END, '{}', 3 "

@@ -256,8 +256,9 @@ async def test_worker_connections_have_keepalives_and_a_statement_timeout(dsn: s
 async def test_an_outcome_the_database_refuses_is_set_aside_and_the_others_are_written(
     dsn: str, aconn: psycopg.AsyncConnection, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An id already in dead_letters (after TRUNCATE … RESTART IDENTITY, say) makes that
-    job's burial fail; the burial behind it, a cancel and a success must still be written."""
+    """A trigger of the operator's refuses one job's burial (an id collision once did, until
+    migration 0023 moved such a job under a new id); the burial behind it, a cancel and a
+    success must still be written."""
     caplog.set_level(logging.INFO, logger="jobtui.worker")
     reg = Registry()
     long_started = asyncio.Event()
@@ -276,12 +277,15 @@ async def test_an_outcome_the_database_refuses_is_set_aside_and_the_others_are_w
     async def ok(payload: Any) -> None:
         await asyncio.sleep(payload["delay"])
 
-    clash = await enqueue(aconn, "fail1", {"delay": 0})
     await aconn.execute(
-        "INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at, "
-        "run_at, reason) VALUES (%s, 'old', '{}', 1, 1, now(), now(), 'failed')",
-        (clash,),
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN "
+        "IF NEW.payload ? 'refuse' THEN RAISE EXCEPTION 'refused by the operator'; END IF; "
+        "RETURN NEW; END$$"
     )
+    await aconn.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON dead_letters FOR EACH ROW EXECUTE FUNCTION refuse()"
+    )
+    clash = await enqueue(aconn, "fail1", {"delay": 0, "refuse": True})
     later = await enqueue(aconn, "fail1", {"delay": 0.4})
     cancelled = await enqueue(aconn, "long", {})
     done = await enqueue(aconn, "ok", {"delay": 0.6})
@@ -308,13 +312,13 @@ async def test_an_outcome_the_database_refuses_is_set_aside_and_the_others_are_w
             (worker.id,),
         )
     assert row[0][0] == 1
-    assert f"job {clash} attempt 1 (bury)" in row[0][1] and "duplicate key" in row[0][1]
-    # The refused job is neither lost nor half-moved: still in jobs, the old dead letter intact.
+    assert f"job {clash} attempt 1 (bury)" in row[0][1] and "refused by" in row[0][1]
+    # The refused job is neither lost nor half-moved: still in jobs, not a dead letter.
     assert (await job_row(aconn, clash))[2] is False
-    assert await fetchval(aconn, "SELECT kind FROM dead_letters WHERE id = %s", (clash,)) == "old"
+    assert await fetchval(aconn, "SELECT count(*) FROM dead_letters WHERE id = %s", (clash,)) == 0
     messages = [r.getMessage() for r in caplog.records]
     failed = [m for m in messages if "event=outcome_write_failed" in m]
-    assert len(failed) == 1 and "duplicate key" in failed[0], failed
+    assert len(failed) == 1 and "refused by" in failed[0], failed
     assert not any("unreachable" in m or "final_flush_failed" in m for m in messages)
 
 

@@ -66,16 +66,20 @@ AND (%(error)s::text IS NULL OR d.last_error ILIKE %(error)s::text ESCAPE '\')
 -- The columns of a JobRow (spliced in as __job_columns__). Payloads come back as text and
 -- run_at is clamped to years 1-9999, so that one row a Python client cannot decode (jsonb
 -- nested deeper than json.loads allows, a date after 9999 or `-infinity`, all insertable by
--- plain SQL) shows as such instead of breaking the page.
+-- plain SQL) shows as such instead of breaking the page. max_attempts (and so `exhausted`) is
+-- the effective limit, by the engine's one rule (jobtui_max_attempts, migration 0023).
 j.id, j.kind,
 CASE WHEN j.cancelled_at IS NOT NULL THEN 'cancelled'
      WHEN j.finished_at IS NOT NULL THEN 'succeeded'
      WHEN j.locked_at IS NOT NULL THEN 'running'
-     WHEN j.attempts >= j.max_attempts THEN 'exhausted'
+     WHEN j.attempts >= __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()),
+                                                       j.kind, j.max_attempts) THEN 'exhausted'
      WHEN j.attempts > 0 THEN 'retrying'
      WHEN j.run_at > now() THEN 'scheduled'
      ELSE 'ready' END AS state,
-j.payload::text AS payload, j.priority, j.attempts, j.max_attempts,
+j.payload::text AS payload, j.priority, j.attempts,
+__schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind,
+                               j.max_attempts) AS max_attempts,
 greatest(least(j.run_at, '9999-12-31 23:59:59+00'::timestamptz),
          '0001-01-02 00:00:00+00'::timestamptz) AS run_at, j.created_at,
 j.locked_at, j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested,

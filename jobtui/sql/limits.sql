@@ -24,101 +24,16 @@ RETURNING kind
 -- better do it itself: `EXCEPT SELECT l.kind FROM __schema__.kind_limits l WHERE l.limited`.
 SELECT kind FROM __schema__.kind_limits WHERE limited ORDER BY kind
 
--- name: limits_lock
--- Step 1 of claim_limited: take the limited kinds nobody else is claiming right now. A kind
--- another worker holds is skipped, not waited for; paused kinds are not taken.
-SELECT l.kind
-FROM __schema__.kind_limits l
-WHERE l.kind = ANY(%(kinds)s::text[]) AND l.limited
-  AND NOT EXISTS (SELECT 1 FROM __schema__.paused_kinds p WHERE p.kind = l.kind)
-ORDER BY l.kind
-FOR UPDATE OF l SKIP LOCKED
-
 -- name: limits_claim
--- Step 2, a new statement and so a new snapshot: every claim of these kinds committed before
--- we got their rows' locks is visible, so the running counts are exact. Room per kind is the
--- least of: concurrency − running, per_worker − running here, whole tokens, `want`. Running
--- rows are counted in one pass over the small partial index of running jobs (whatever the
--- backlog); ready rows are taken per kind in run_at order through jobs_pending_kind (priority
--- does not reorder jobs within a limited kind: that needs an index every claim would pay for).
--- The kind is matched as a range of one value (`>= k AND <= k`, the same rows as `= k`) and
--- ordered by (kind, run_at): that is jobs_pending_kind's order. With `= room.kind` the planner
--- took the kind as fixed, and with few kinds it walked jobs_pending in run_at order past every
--- other kind's backlog (26–60 ms at 200 000 rows of one other kind, against 0.3 ms).
--- As in worker_claim: the attempt limit is the effective one (`%(limits)s`, the handlers'
--- {kind: max_attempts}, written into the row), and a row with a cancel request is not taken.
--- Rows with id NULL carry, per rate-limited kind, the seconds until its next whole token; per
--- kind at its concurrency limit with jobs ready, the short poll for others' completions.
-WITH lim AS MATERIALIZED (
-  SELECT l.kind, l.concurrency, l.per_worker, l.rate, l.period_s,
-         CASE WHEN l.rate IS NULL THEN NULL ELSE
-           least(l.rate::float8, l.tokens + l.rate::float8 / l.period_s
-                 * greatest(0, extract(epoch FROM statement_timestamp() - l.tokens_at)))
-         END AS tokens
-  FROM __schema__.kind_limits l
-  WHERE l.kind = ANY(%(kinds)s::text[])
-), running AS MATERIALIZED (
-  SELECT r.kind, count(*) AS n, count(*) FILTER (WHERE r.locked_by = %(worker)s) AS mine
-  FROM __schema__.jobs r
-  WHERE r.finished_at IS NULL AND r.locked_at IS NOT NULL
-  GROUP BY r.kind
-), room AS MATERIALIZED (
-  SELECT lim.kind, lim.rate, lim.period_s, lim.tokens,
-         greatest(0, least(
-           %(want)s::int,
-           lim.concurrency - coalesce(run.n, 0),
-           lim.per_worker - coalesce(run.mine, 0),
-           floor(lim.tokens)::int)) AS n
-  FROM lim LEFT JOIN running run ON run.kind = lim.kind
-), pick AS MATERIALIZED (
-  SELECT c.id FROM room
-  CROSS JOIN LATERAL (
-    SELECT x.id, x.priority, x.run_at
-    FROM __schema__.jobs x
-    WHERE x.kind >= room.kind AND x.kind <= room.kind
-      AND x.finished_at IS NULL AND x.locked_at IS NULL
-      AND x.run_at <= now()
-      AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
-      AND NOT x.cancel_requested
-    ORDER BY x.kind, x.run_at
-    LIMIT room.n
-    FOR UPDATE OF x SKIP LOCKED) c
-  ORDER BY c.priority DESC, c.run_at, c.id
-  LIMIT %(want)s
-), claimed AS (
-  UPDATE __schema__.jobs j
-  SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
-      max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
-  WHERE j.id IN (SELECT id FROM pick)
-    AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
-    AND NOT j.cancel_requested
-  RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
-), taken AS (
-  SELECT room.kind, room.rate, room.period_s,
-         room.tokens - (SELECT count(*) FROM claimed c WHERE c.kind = room.kind) AS left_
-  FROM room WHERE room.rate IS NOT NULL
-), spent AS (
-  UPDATE __schema__.kind_limits l
-  SET tokens = t.left_, tokens_at = statement_timestamp()
-  FROM taken t WHERE l.kind = t.kind
-)
-SELECT id, kind, payload, attempts, max_attempts, NULL::float8 AS wait_s FROM claimed
-UNION ALL
-SELECT NULL, t.kind, NULL, NULL, NULL, (1 - t.left_) * t.period_s / t.rate
-FROM taken t WHERE t.left_ < 1
-UNION ALL
--- A kind with no room for want of a free slot under its concurrency (or per-worker) limit
--- while jobs of it are ready: room comes back when another worker's job of it finishes,
--- which sends no NOTIFY. The caller looks again after %(full_poll_s)s seconds.
-SELECT NULL, room.kind, NULL, NULL, NULL, %(full_poll_s)s::float8
-FROM room
-WHERE room.n = 0 AND (room.tokens IS NULL OR room.tokens >= 1)
-  AND EXISTS (
-    SELECT 1 FROM __schema__.jobs x
-    WHERE x.kind >= room.kind AND x.kind <= room.kind
-      AND x.finished_at IS NULL AND x.locked_at IS NULL
-      AND x.run_at <= now()
-      AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts))
+-- The claim of limited kinds, one statement (migration 0023's jobtui_claim_limited: lock the
+-- kinds' rows, then count and claim with a new snapshot, commit): no lock outlives the
+-- statement, so a worker frozen mid-claim (SIGSTOP, a VM pause, a network split) holds
+-- nothing that stops other workers. Rows with id NULL: per kind, the seconds to wait before
+-- claiming it again (wait_s), or a kind that was not looked at (wait_s NULL: another claim
+-- held it, or it is paused or no longer limited).
+SELECT id, kind, attempts, max_attempts, wait_s
+FROM __schema__.jobtui_claim_limited(%(kinds)s::text[], %(worker)s, %(want)s::int,
+                                     %(full_poll_s)s::float8)
 
 -- name: ops_set_kind_limits
 INSERT INTO __schema__.kind_limits AS l

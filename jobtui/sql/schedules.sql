@@ -27,39 +27,54 @@ RETURNING name
 SELECT statement_timestamp() AS statement_timestamp
 
 -- name: schedules_due
--- Due, unpaused schedules this worker declares, locked so that concurrent housekeepers split
--- them instead of waiting (a schedule locked by another is that one's to do this round).
+-- Due, unpaused schedules this worker declares, read without a lock: each is then enqueued by
+-- one statement of its own (schedules_enqueue_ticks), so no lock is held across a round trip.
 SELECT s.name, s.cron, s.timezone, s.kind, s.payload::text AS payload, s.priority,
        s.max_attempts, s.missed, s.checked_until
 FROM __schema__.schedules s
 WHERE s.name = ANY(%(names)s::text[]) AND s.paused_at IS NULL
   AND (s.next_tick IS NULL OR s.next_tick <= %(now)s)
 ORDER BY s.name
-FOR UPDATE SKIP LOCKED
 
--- name: schedules_enqueue_tick
--- One tick: its row first (the job id drawn from the jobs sequence), then the job only if the
--- tick row was new. A tick already recorded (by any worker, at any time) inserts nothing.
-WITH tick AS (
+-- name: schedules_enqueue_ticks
+-- One schedule's due ticks, as ONE statement (issue 25: a worker frozen between statements of
+-- a transaction held the schedule's row, and no other worker could enqueue its ticks): lock
+-- the schedule's row (SKIP LOCKED: another housekeeper has it this round) only if it is still
+-- as read (same checked_until, cron and zone, not paused; else another worker got there first
+-- and this one does nothing); insert each tick's row (the job id drawn from the jobs
+-- sequence), then a job for each tick row that was new (a tick already recorded, by any worker
+-- at any time, inserts nothing); move the bookkeeping to `now`. The server commits it on its
+-- own. Returns (tick, job_id) per job enqueued.
+WITH s AS MATERIALIZED (
+  SELECT x.name, x.kind, x.payload, x.max_attempts, x.priority
+  FROM __schema__.schedules x
+  WHERE x.name = %(name)s AND x.paused_at IS NULL AND x.checked_until = %(checked_until)s
+    AND x.cron = %(cron)s AND x.timezone = %(timezone)s
+  FOR UPDATE SKIP LOCKED
+), tick AS (
   INSERT INTO __schema__.schedule_ticks (schedule, tick, job_id)
-  VALUES (%(name)s, %(tick)s, nextval(pg_get_serial_sequence('__schema__.jobs', 'id')))
+  SELECT s.name, t.tick, nextval(pg_get_serial_sequence('__schema__.jobs', 'id'))
+  FROM s CROSS JOIN unnest(%(ticks)s::timestamptz[]) AS t(tick)
   ON CONFLICT (schedule, tick) WHERE NOT manual DO NOTHING
-  RETURNING job_id
+  RETURNING tick, job_id
 ), job AS (
   INSERT INTO __schema__.jobs (id, kind, payload, max_attempts, priority)
-  SELECT t.job_id, %(kind)s, %(payload)s::jsonb, %(max_attempts)s, %(priority)s FROM tick t
+  SELECT t.job_id, s.kind, s.payload, s.max_attempts, s.priority FROM tick t CROSS JOIN s
   RETURNING id
+), latest AS (
+  SELECT t.tick, t.job_id FROM tick t ORDER BY t.tick DESC LIMIT 1
+), checked AS (
+  UPDATE __schema__.schedules x
+  SET checked_until = greatest(x.checked_until, %(now)s), next_tick = %(next_tick)s,
+      last_tick = coalesce((SELECT tick FROM latest), x.last_tick),
+      last_job_id = coalesce((SELECT job_id FROM latest), x.last_job_id),
+      last_enqueued_at = CASE WHEN EXISTS (SELECT 1 FROM latest) THEN now()
+                              ELSE x.last_enqueued_at END
+  FROM s WHERE x.name = s.name
 )
-SELECT j.id FROM job j CROSS JOIN LATERAL (SELECT pg_notify(%(channel)s, %(kind)s)) n
-
--- name: schedules_checked
-UPDATE __schema__.schedules
-SET checked_until = greatest(checked_until, %(now)s), next_tick = %(next_tick)s,
-    last_tick = coalesce(%(last_tick)s, last_tick),
-    last_job_id = coalesce(%(last_job_id)s, last_job_id),
-    last_enqueued_at = CASE WHEN %(last_job_id)s::bigint IS NULL THEN last_enqueued_at
-                            ELSE now() END
-WHERE name = %(name)s
+SELECT t.tick, t.job_id
+FROM tick t CROSS JOIN s CROSS JOIN LATERAL (SELECT pg_notify(%(channel)s, s.kind)) n
+ORDER BY t.tick
 
 -- name: schedules_list
 -- Every schedule with its last job's state (NULL once that job was pruned).

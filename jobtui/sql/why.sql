@@ -3,9 +3,16 @@
 
 -- name: why_job
 -- The job with what decides its fate: pause, the worker holding it (and that worker's own
--- heartbeat settings, by which rescuers judge it), its kind's limits. The server's clock
+-- heartbeat settings, by which rescuers judge it), its kind's limits, its effective attempt
+-- limit (jobtui_max_attempts, the claim's and the sweep's one rule; the row's own beside it)
+-- and whether a dead letter already has its id. The server's clock
 -- comes with it so every age is the database's.
-SELECT j.id, j.kind, j.priority, j.run_at, j.attempts, j.max_attempts, j.locked_at,
+SELECT j.id, j.kind, j.priority, j.run_at, j.attempts,
+       __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()), j.kind,
+                                      j.max_attempts) AS max_attempts,
+       j.max_attempts AS row_max_attempts,
+       EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = j.id) AS id_in_dead,
+       j.locked_at,
        j.locked_by, j.finished_at, j.cancelled_at, j.cancel_requested, now() AS now,
        p.paused_at, p.paused_by,
        w.id IS NOT NULL AS worker_known,
@@ -30,11 +37,12 @@ WHERE d.id = %(id)s
 
 -- name: why_workers
 -- Every worker that handles the kind (its `kinds`, or `*`), live or not (judged by its own
--- heartbeat timeout), with what it runs: all its jobs, and its jobs of this kind (the small
+-- heartbeat timeout), with what it runs: all its jobs, the threads of handlers that overran
+-- their timeout and still hold a slot (`abandoned`), and its jobs of this kind (the small
 -- partial index of running jobs).
 SELECT w.id,
        now() - w.heartbeat_at <= make_interval(secs => w.heartbeat_timeout_s) AS live,
-       w.running, w.concurrency, w.control,
+       w.running, w.abandoned, w.concurrency, w.control,
        (SELECT count(*) FROM __schema__.jobs r
         WHERE r.locked_by = w.id AND r.finished_at IS NULL AND r.locked_at IS NOT NULL
           AND r.kind = %(kind)s) AS running_kind
@@ -53,13 +61,22 @@ WHERE r.kind >= %(kind)s AND r.kind <= %(kind)s
 -- The job's place in line for its kind: claimable jobs of the kind that a claim takes before
 -- it, plus one. Claim order is worker_claim's (priority DESC, run_at, id) for an unlimited
 -- kind and limits_claim's (run_at, then id) for a limited one. Claimable as those claims say:
--- unlocked, unfinished, due, attempts left, no cancel request.
+-- unlocked, unfinished, due, attempts left (jobtui_max_attempts), no cancel request.
 SELECT count(*) + 1 AS position
 FROM __schema__.jobs x
 WHERE x.kind >= %(kind)s AND x.kind <= %(kind)s
   AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-  AND x.attempts < x.max_attempts AND NOT x.cancel_requested AND x.id <> %(id)s
+  AND x.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()),
+                                                   x.kind, x.max_attempts)
+  AND NOT x.cancel_requested AND x.id <> %(id)s
   AND CASE WHEN %(limited)s
            THEN (x.run_at, x.id) < (%(run_at)s::timestamptz, %(id)s::bigint)
            ELSE (-x.priority, x.run_at, x.id)
                 < (-%(priority)s::int, %(run_at)s::timestamptz, %(id)s::bigint) END
+
+-- name: why_any_live_worker
+-- Whether any worker is live (judged by its own heartbeat timeout): the sweep that moves jobs
+-- with no attempt left runs on every worker, whatever kinds it handles.
+SELECT EXISTS (SELECT 1 FROM __schema__.workers w
+               WHERE now() - w.heartbeat_at <= make_interval(secs => w.heartbeat_timeout_s))
+       AS live

@@ -17,20 +17,28 @@
 -- removed from the kinds list
 -- rather than filtered per row: a `kind <> ALL(…)` filter is estimated to keep almost no rows
 -- when there are few kinds, and the planner then sorts every pending row instead.
--- The attempt limit is the effective one (the handler's `max_attempts` from `%(limits)s`, a
--- {kind: limit} object, else the row's), and the claim writes it into the row, so retry,
--- rescue and the sweep all read the same limit afterwards. A row with a cancel request is
--- never claimed (a cancel wins over every path back to running).
+-- The attempt limit is the effective one, by the one rule of jobtui_max_attempts (migration
+-- 0023: the kind's handler declaration in kind_handlers, else the row's), and the claim
+-- writes it into the row, so the handler is told the limit it ran under. A row with a cancel
+-- request is never claimed (a cancel wins over every path back to running).
 -- The payload comes back as text and is decoded job by job (statements.decode_payload): one
 -- payload Python cannot decode (nested too deeply) must fail its own job, not the whole batch.
+-- Payloads come back only while the reply's running total stays within 64 KiB (well inside
+-- the sockets' buffers); the others come back NULL and are read after the claim committed
+-- (worker_claimed_payloads): the server sends a reply before it commits, so a reply larger
+-- than the sockets' buffers, to a worker that froze, would keep the claimed rows locked, and
+-- skipped by every other worker, for as long as it stays frozen (issue 25).
+WITH am AS MATERIALIZED (
+  SELECT __schema__.jobtui_attempt_limits() AS m
+), claimed AS (
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
-    max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+    max_attempts = __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
 WHERE j.id = ANY(ARRAY(
     SELECT x.id
     FROM __schema__.jobs x
     WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-      AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+      AND x.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts)
       AND NOT x.cancel_requested
       AND x.kind = ANY(ARRAY(SELECT unnest(%(kinds)s::text[])
                              EXCEPT SELECT p.kind FROM __schema__.paused_kinds p
@@ -39,9 +47,15 @@ WHERE j.id = ANY(ARRAY(
     ORDER BY x.priority DESC, x.run_at, x.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED))
-  AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+  AND j.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+)
+SELECT c.id, c.kind,
+       CASE WHEN sum(octet_length(c.payload)) OVER (ORDER BY c.id) <= 65536
+            THEN c.payload END AS payload,
+       c.attempts, c.max_attempts
+FROM claimed c
 
 -- name: worker_claim_per_kind
 -- worker_claim for a worker some of whose kinds have a limit (they are left out here, and
@@ -50,9 +64,12 @@ RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
 -- claim order, so a large backlog of a limited kind ahead of the others costs nothing (see
 -- migration 0007). The kind is matched as a one-value range so the planner keeps to that
 -- index (see limits_claim). Everything else as in worker_claim.
+WITH am AS MATERIALIZED (
+  SELECT __schema__.jobtui_attempt_limits() AS m
+), claimed AS (
 UPDATE __schema__.jobs j
 SET locked_at = now(), locked_by = %(worker)s, attempts = j.attempts + 1,
-    max_attempts = coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+    max_attempts = __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
 WHERE j.id = ANY(ARRAY(
     SELECT c.id
     FROM (SELECT unnest(%(kinds)s::text[])
@@ -63,16 +80,26 @@ WHERE j.id = ANY(ARRAY(
       FROM __schema__.jobs x
       WHERE x.kind >= k.kind AND x.kind <= k.kind
         AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.run_at <= now()
-        AND x.attempts < coalesce((%(limits)s::jsonb ->> x.kind)::int, x.max_attempts)
+        AND x.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts)
         AND NOT x.cancel_requested
       ORDER BY x.kind, x.priority DESC, x.run_at, x.id
       LIMIT %(limit)s
       FOR UPDATE SKIP LOCKED) c
     ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s))
-  AND j.attempts < coalesce((%(limits)s::jsonb ->> j.kind)::int, j.max_attempts)
+  AND j.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), j.kind, j.max_attempts)
   AND NOT j.cancel_requested
 RETURNING j.id, j.kind, j.payload::text AS payload, j.attempts, j.max_attempts
+)
+SELECT c.id, c.kind,
+       CASE WHEN sum(octet_length(c.payload)) OVER (ORDER BY c.id) <= 65536
+            THEN c.payload END AS payload,
+       c.attempts, c.max_attempts
+FROM claimed c
+
+-- name: worker_claimed_payloads
+-- The payloads a claim left out of its reply (past its byte budget), read after it committed.
+SELECT j.id, j.payload::text FROM __schema__.jobs j WHERE j.id = ANY(%(ids)s::bigint[])
 
 -- name: worker_complete
 -- Group commit of successful jobs: one statement for every completion buffered so far.
@@ -242,9 +269,8 @@ WHERE locked_by = %(worker)s AND finished_at IS NULL AND locked_at IS NOT NULL
 -- attempt (same attempts, locked_at, locked_by), so a job rescued and re-claimed meanwhile is
 -- left alone. Then, per job:
 --   cancel requested            -> ends cancelled (a cancel wins), the loss in its history;
---   attempts >= max_attempts    -> dead_letters, reason worker_lost (the limit the claim wrote);
---     unless its id is already in dead_letters (e.g. after TRUNCATE … RESTART IDENTITY): then
---     it is unlocked with no attempt left ('stuck'), visible, never run again, not lost;
+--   attempts >= max_attempts    -> dead_letters, reason worker_lost (by jobtui_max_attempts;
+--     never refused: an id an older dead letter holds moves under a new one, migration 0023);
 --   otherwise                   -> back to ready with a "WorkerLost" entry in its history.
 WITH stale AS MATERIALIZED (
   SELECT w.id
@@ -267,8 +293,8 @@ WITH stale AS MATERIALIZED (
   LIMIT 1000
 ), lost AS MATERIALIZED (
   SELECT j.id, j.kind, j.locked_by, j.cancel_requested,
-         j.attempts >= j.max_attempts AS exhausted,
-         EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = j.id) AS collides,
+         j.attempts >= __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()),
+                                                      j.kind, j.max_attempts) AS exhausted,
          CASE WHEN j.locked_by IS NULL THEN %(lock_msg)s ELSE %(lost_msg)s END AS msg,
          j.attempts, j.locked_at
   FROM __schema__.jobs j JOIN cand c ON c.id = j.id
@@ -282,7 +308,7 @@ WITH stale AS MATERIALIZED (
   FROM lost
 ), dead AS (
   SELECT moved_id AS id, moved_kind AS kind FROM __schema__.jobtui_move_to_dead(
-    ARRAY(SELECT id FROM entries WHERE exhausted AND NOT cancel_requested AND NOT collides),
+    ARRAY(SELECT id FROM entries WHERE exhausted AND NOT cancel_requested),
     (SELECT jsonb_object_agg(id::text, jsonb_build_object('entry', entry)) FROM entries),
     'worker_lost')
 ), ended AS (
@@ -294,10 +320,8 @@ WITH stale AS MATERIALIZED (
       last_error = e.msg,
       errors = j.errors || jsonb_build_array(e.entry)
   FROM entries e
-  WHERE j.id = e.id AND (e.cancel_requested OR NOT e.exhausted OR e.collides)
-  RETURNING j.id, j.kind,
-            CASE WHEN e.cancel_requested THEN 'cancelled'
-                 WHEN e.exhausted THEN 'stuck' ELSE 'retry' END AS fate
+  WHERE j.id = e.id AND (e.cancel_requested OR NOT e.exhausted)
+  RETURNING j.id, j.kind, CASE WHEN e.cancel_requested THEN 'cancelled' ELSE 'retry' END AS fate
 )
 SELECT 'dead' AS fate, id, kind FROM dead
 UNION ALL
@@ -306,19 +330,21 @@ SELECT fate, id, kind FROM ended
 -- name: worker_bury_exhausted
 -- Unlocked, unfinished rows with no attempt left, of ANY kind (issue 15: a consumer written
 -- from the article gives up by leaving the row so, and such rows can never run): moved to
--- dead_letters. Every row is judged by its own `max_attempts`, the limit the claim wrote into it
--- (one rule: a worker whose handler allows fewer attempts than the row says, e.g. an old one in
--- a rolling deploy, must not bury a job a newer worker will retry). Rows of kinds this worker
+-- dead_letters. Every row is judged by the one rule of jobtui_max_attempts (migration 0023:
+-- its kind's handler declaration, else the row's max_attempts), the rule the claim uses, so a
+-- lowered handler limit never strands a job the claim will not take. Rows of kinds this worker
 -- handles keep reason `exhausted`; rows of other kinds (nothing jobtui runs) get reason
 -- `exhausted by another consumer`. One statement, rows taken with
 -- SKIP LOCKED and moved by jobtui_move_to_dead, so workers sweeping at once never move a row
--- twice. Rows whose id is already in dead_letters are left where they are (see worker_rescue).
-WITH pick AS MATERIALIZED (
-  SELECT x.id, x.kind = ANY(%(kinds)s::text[]) AS ours, x.max_attempts AS lim
+-- twice. A row whose id a dead letter already holds moves too, under a new id (migration 0023).
+WITH am AS MATERIALIZED (
+  SELECT __schema__.jobtui_attempt_limits() AS m
+), pick AS MATERIALIZED (
+  SELECT x.id, x.kind = ANY(%(kinds)s::text[]) AS ours,
+         __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts) AS lim
   FROM __schema__.jobs x
   WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND NOT x.cancel_requested
-    AND x.attempts >= x.max_attempts
-    AND NOT EXISTS (SELECT 1 FROM __schema__.dead_letters d WHERE d.id = x.id)
+    AND x.attempts >= __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts)
   ORDER BY x.id
   LIMIT 1000
   FOR UPDATE SKIP LOCKED
@@ -421,10 +447,20 @@ ANALYZE __schema__.jobs
 -- name: worker_session_timeouts
 -- Set once per worker connection: no statement may hang for ever (a claim on a half-open
 -- connection, a housekeeping statement behind a lock). Values are PostgreSQL durations.
+-- And the server ends this session on its own if the worker freezes (SIGSTOP, a VM pause, a
+-- network split; issue 25): a transaction left idle (idle_in_transaction_session_timeout),
+-- a peer that stops answering keepalives (tcp_keepalives_*) or acknowledging what the server
+-- sends (tcp_user_timeout, ms) ends the session and its locks within the worker's heartbeat
+-- timeout (jobtui.worker.link.frozen_session_settings).
 -- And the counting triggers do not fold on the worker's connections (migration 0019): its
 -- housekeeper folds every heartbeat interval, so claims and completions never wait for a fold.
 SELECT set_config('statement_timeout', %(statement_timeout)s, false),
        set_config('lock_timeout', %(lock_timeout)s, false),
+       set_config('idle_in_transaction_session_timeout', %(idle_in_transaction)s, false),
+       set_config('tcp_keepalives_idle', %(keepalives_idle)s, false),
+       set_config('tcp_keepalives_interval', %(keepalives_interval)s, false),
+       set_config('tcp_keepalives_count', %(keepalives_count)s, false),
+       set_config('tcp_user_timeout', %(tcp_user_timeout)s, false),
        set_config('jobtui.fold_in_trigger', 'off', false)
 
 -- name: worker_fold_counts

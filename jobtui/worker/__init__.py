@@ -10,11 +10,22 @@ Delivery is at-least-once. What the worker guarantees, and which part keeps it:
   handlers start (dispatcher.py); rescuers lock the owner's `workers` row before judging it;
 - a job never starts after its cancel committed — the claim skips cancel requests and every
   path back to ready (retry, release, rescue) ends such a job cancelled instead (worker.sql);
-  the listener delivers the cancel to a running handler at once;
-- a job never runs more than its effective `max_attempts` counted attempts — one rule, written
-  into the row by the claim and read from the row by every later decision, the sweep included
-  (outcomes.py says what happens when a job fails, in one place); a release at shutdown gives
-  its attempt back, so a handler can start more often than that;
+  the listener delivers the cancel to a running handler at once, and without a LISTEN that
+  works liveness looks for cancels every 0.5 s while jobs run;
+- a job never runs more than its effective `max_attempts` counted attempts — one rule for
+  every decision, the SQL function jobtui_max_attempts (migration 0023: the kind's handler
+  declaration of the last worker started, else the row's), used by the claim, the rescue,
+  the sweep, `why` and the console (outcomes.py says what happens when a job fails, in one
+  place); a release at shutdown gives its attempt back, so a handler can start more often;
+- a frozen worker stops nobody — no worker transaction holds a lock across a round trip to
+  the worker: the claims (the limited one included) and a schedule's ticks are one statement
+  each, a claim's reply carries at most 64 KiB of payload, and worker sessions carry
+  server-side keepalives, tcp_user_timeout and idle_in_transaction_session_timeout
+  (link.py), so a frozen worker's session ends within its heartbeat timeout;
+- a plain handler's thread that overran its timeout keeps its job's row locked until it
+  ends (dispatcher.py's `lingering`), so it counts toward its kind's limits and the job never
+  runs twice at once; the engine's own threads (decoding large claims) are its own
+  (statements.py), never the loop's default executor that `asyncio.to_thread` fills;
 - nothing is lost — the flusher writes each outcome group on its own and sets aside only the
   row the database refuses; the supervisor releases what it holds when it stops; the
   housekeeper rescues the jobs of lost workers.

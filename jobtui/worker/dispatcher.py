@@ -35,10 +35,11 @@ they were.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -61,6 +62,12 @@ LIMITS_REFRESH_S = 5.0
 CONTESTED_RETRY_S = 0.01  # a limited kind another worker was claiming at that moment
 NEVER = float("inf")
 FENCED_POLL_S = 0.1  # while fenced, how often to look whether a heartbeat succeeded again
+
+
+class HeartbeatLost(Exception):
+    """The failure recorded for an attempt this worker stopped as lost after its handler ran
+    (its heartbeat was overdue past its own timeout): like a rescue, the attempt counts, so a
+    job whose handler freezes its worker every time still reaches its attempt limit."""
 
 
 class Dispatcher:
@@ -93,6 +100,10 @@ class Dispatcher:
         # have been up to `heartbeat_interval` old already.
         self.recheck_after = max(0.0, settings.heartbeat_timeout - settings.heartbeat_interval) / 4
         self.running: dict[tuple[int, int], Running] = {}
+        # Attempts whose plain handler's thread overran its timeout or ignored a stop and still
+        # runs: their outcome is written when that thread ends, so until then their row stays
+        # locked by this worker and counts toward the kind's concurrency limit (issue 25).
+        self.lingering: dict[tuple[int, int], tuple[Running, BaseException | None, float]] = {}
         self.threads = Threads(self.poke)
         self.executor: ThreadPoolExecutor | None = None
         if any(not spec.is_async for spec in specs.values()):
@@ -179,6 +190,7 @@ class Dispatcher:
         ids = set(self.flusher.pending_ids())
         if not abandoned:
             ids.update(key[0] for key in self.running)
+            ids.update(key[0] for key in self.lingering)
         return list(ids)
 
     # ----------------------------------------------------------------- claims
@@ -428,11 +440,44 @@ class Dispatcher:
         elif isinstance(job.payload, UndecodablePayload):
             error = job.payload  # the handler cannot be given it: this attempt fails
         else:
+            job.ran = True
             error = await run_handler(job, self.executor, self.threads)
-        self._finish(job, error, (time.perf_counter() - t0) * 1000.0)
+        ms = (time.perf_counter() - t0) * 1000.0
+        thread = job.thread
+        if thread is not None and not thread.done() and job.why != "shutdown":
+            self._linger(job, thread, error, ms)
+        else:
+            self._finish(job, error, ms)
+
+    def _linger(
+        self, job: Running, thread: Future[Any], error: BaseException | None, ms: float
+    ) -> None:
+        """Write the outcome of an attempt whose thread still runs only when it ends."""
+        del self.running[job.key]
+        self.lingering[job.key] = (job, error, ms)
+        loop = asyncio.get_running_loop()
+
+        def ended(_: Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # the worker's loop is gone
+                loop.call_soon_threadsafe(self._thread_ended, job.key)
+
+        thread.add_done_callback(ended)
+        if not self.running:
+            self.idle.set()
+
+    def _thread_ended(self, key: tuple[int, int]) -> None:
+        ended = self.lingering.pop(key, None)
+        if ended is not None:
+            self._finish(*ended)
+
+    def settle_lingering(self) -> None:
+        """At shutdown: record now the outcome of attempts whose thread still runs (their
+        timeout, or cancel) rather than release them; the thread ends with the process."""
+        for key in list(self.lingering):
+            self._thread_ended(key)
 
     def _finish(self, job: Running, error: BaseException | None, ms: float) -> None:
-        del self.running[job.key]
+        self.running.pop(job.key, None)
         out, stats, kind = self.flusher.outcomes, self.flusher.stats, job.ctx.kind
         if error is None:
             out.done.append(job.key)
@@ -441,9 +486,14 @@ class Dispatcher:
         elif job.why == "cancel":
             out.cancelled.append(job.key)
             self.counts["cancelled"] += 1
-        elif job.why in ("shutdown", "lost"):
-            out.released.append(job.key)
+        elif job.why == "shutdown" or (job.why == "lost" and not job.ran):
+            out.released.append(job.key)  # the worker chose to stop it: the attempt is given back
         else:
+            if job.why == "lost":  # its handler ran: the attempt counts, as a rescue counts it
+                error = HeartbeatLost(
+                    "this worker missed its own heartbeat timeout while the handler ran; "
+                    "stopped as lost"
+                )
             fate = record_failure(
                 out,
                 job.spec,

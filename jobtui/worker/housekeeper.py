@@ -205,13 +205,6 @@ class Housekeeper:
             " ".join(f"{fate}={len(ids)}" for fate, ids in sorted(fates.items())),
             short_ids([r[1] for r in rows]),
         )
-        if "stuck" in fates:
-            log.error(
-                "worker=%s event=rescue_stuck ids=%s reason=id already in dead_letters; "
-                "left unlocked with no attempt left",
-                self.db.worker_id,
-                short_ids(fates["stuck"]),
-            )
         self.dispatcher.poke()
 
     def _summary(self) -> None:

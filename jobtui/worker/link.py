@@ -1,9 +1,12 @@
 """One long-lived worker connection that is reopened, with back-off, after it breaks.
 
-Promise kept: no worker statement waits for ever. Every connection has TCP keepalives (a peer
-that vanished is noticed within seconds, not after the kernel's two hours) and its own
-`statement_timeout` and `lock_timeout`, so a claim stuck on a half-open connection cannot hold
-its slots for ever and a housekeeping statement blocked by a lock is cut short. Behind PgBouncer
+Promise kept: no worker statement waits for ever, and a frozen worker's session ends on the
+server's side. Every connection has TCP keepalives (a peer that vanished is noticed within
+seconds, not after the kernel's two hours) and its own `statement_timeout` and `lock_timeout`,
+so a claim stuck on a half-open connection cannot hold its slots for ever and a housekeeping
+statement blocked by a lock is cut short; and server-side keepalives, `tcp_user_timeout` and
+`idle_in_transaction_session_timeout` (frozen_session_settings) end the session of a worker
+that froze (SIGSTOP, a VM pause, a network split) within its heartbeat timeout. Behind PgBouncer
 the timeouts are not set (a session SET would leak to the pooler's other clients): set them on
 the worker's role instead; the warning at start says so.
 
@@ -34,6 +37,22 @@ KEEPALIVES: dict[str, int] = {
     "keepalives_count": 3,
     "tcp_user_timeout": 30_000,
 }
+
+
+def frozen_session_settings(frozen_after: float) -> dict[str, str]:
+    """Server-side settings that end a frozen worker's session, and so its locks, within
+    `frozen_after` seconds (its heartbeat timeout): a transaction idle for half of it; TCP
+    keepalives (idle a quarter, then 2 probes an eighth apart: at most 1/2 of it, or 3 s for
+    timeouts under 8 s, whole seconds being the kernel's unit); unacknowledged data for half
+    of it. Values as set_config() takes them."""
+    half_ms = max(1000, int(frozen_after * 500))
+    return {
+        "idle_in_transaction": f"{half_ms}ms",
+        "keepalives_idle": str(max(1, int(frozen_after / 4))),
+        "keepalives_interval": str(max(1, int(frozen_after / 8))),
+        "keepalives_count": "2",
+        "tcp_user_timeout": str(half_ms),
+    }
 
 
 async def open_connection(dsn: str, app: str) -> psycopg.AsyncConnection:
@@ -71,13 +90,20 @@ class Link:
     """An autocommit AsyncConnection opened on first use and after a failure."""
 
     def __init__(
-        self, dsn: str, name: str, *, statement_timeout: float, lock_timeout: float = 0.0
+        self,
+        dsn: str,
+        name: str,
+        *,
+        statement_timeout: float,
+        lock_timeout: float = 0.0,
+        frozen_after: float = 30.0,
     ) -> None:
         self.dsn = dsn
         self.name = name
         self.failures = 0
         self.statement_timeout = statement_timeout
         self.lock_timeout = lock_timeout
+        self.frozen_after = frozen_after  # the worker's heartbeat timeout
         self._conn: psycopg.AsyncConnection | None = None
 
     async def connection(self) -> psycopg.AsyncConnection:
@@ -95,6 +121,7 @@ class Link:
                         {
                             "statement_timeout": f"{int(self.statement_timeout * 1000)}ms",
                             "lock_timeout": f"{int(self.lock_timeout * 1000)}ms",
+                            **frozen_session_settings(self.frozen_after),
                         },
                     )
             except BaseException:

@@ -62,6 +62,11 @@ class Wakeups:
             return self.poll_interval
         return min(self.poll_interval, NO_LISTEN_POLL_S)
 
+    def hears_notifies(self) -> bool:
+        """True once a probe of ours came back over a LISTEN still connected and still judged
+        working: only then does a cancel NOTIFY reach this worker."""
+        return self.connected and self.mode == "listen" and self.heard_seq > 0
+
     def woken(self) -> None:
         self.last_wakeup_at = datetime.now(UTC)
 

@@ -7,15 +7,18 @@ connection, does nothing but heartbeat and check its jobs, and every statement i
 short by a statement timeout well under the heartbeat timeout, then tried again.
 
 Checking its jobs delivers cancellations (at once: the listener wakes this task on a 'cancel'
-NOTIFY) and stops handlers whose job was rescued from under this worker (seen when the
-database no longer says this worker holds that attempt).
+NOTIFY; without a LISTEN that works, every CANCEL_POLL_S while jobs run) and stops handlers
+whose job was rescued from under this worker (seen when the database no longer says this
+worker holds that attempt).
 
 Self-fencing: a worker that cannot heartbeat (its liveness connection cannot reconnect) will be
 judged dead by others, who rescue its jobs. So once its last successful heartbeat is overdue
 (older than halfway between `interval` and `timeout`) it stops claiming and starting jobs
 (`fenced`), and once it is older than
-`timeout` it stops its running handlers as lost (their rows are or will be rescued; an outcome
-for them is refused anyway). It claims again after its next successful heartbeat.
+`timeout` it stops its running handlers as lost: their rows are or will be rescued (an
+outcome for a rescued row is refused), and one still its own is recorded as a failed attempt
+(HeartbeatLost, as a rescue records it: a handler that freezes its worker every time still
+reaches its attempt limit). It claims again after its next successful heartbeat.
 
 Operator requests (quiet, resume, stop; jobtui.worker.control) are read after every heartbeat
 and at once when the listener hears this worker's `control:` NOTIFY (`note_control`), on this
@@ -25,7 +28,6 @@ task's own connection, so a worker that hears no NOTIFY still acts within one in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -41,6 +43,10 @@ from jobtui.worker.stats import StatsBuffer
 
 log = logging.getLogger("jobtui.worker")
 NEVER = float("inf")
+# Without a working LISTEN (behind a transaction pooler without --listen-dsn, or while the
+# LISTEN connection is down), how often this worker's running jobs are checked for cancels:
+# a cancel then reaches its handler within this plus one indexed query (issue 25 item 6).
+CANCEL_POLL_S = 0.5
 
 
 class Liveness:
@@ -72,6 +78,9 @@ class Liveness:
         self._cancel_noted = 0.0  # monotonic time of the last 'cancel' NOTIFY
         self.control = control
         self._control_due = False
+        # Whether a cancel NOTIFY reaches this worker (the listener's Wakeups says); while not,
+        # this worker's jobs are checked every CANCEL_POLL_S while any runs.
+        self.listening: Callable[[], bool] = lambda: True
 
     def note_control(self) -> None:
         """An operator changed this worker's request: read it now."""
@@ -159,9 +168,16 @@ class Liveness:
                 next_beat = min(next_beat, time.monotonic() + delay)
             except Exception:
                 log.exception("worker=%s event=liveness_error", self.db.worker_id)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, next_beat - time.monotonic())):
+            wake_at = next_beat
+            poll = bool(self.dispatcher.running) and not self.listening()
+            if poll:
+                wake_at = min(wake_at, time.monotonic() + CANCEL_POLL_S)
+            try:
+                async with asyncio.timeout(max(0.0, wake_at - time.monotonic())):
                     await self.check_jobs.wait()
+            except TimeoutError:
+                if poll:
+                    self.check_jobs.set()  # no NOTIFY can say a cancel came: look
 
     async def check_my_jobs(self) -> None:
         """Deliver cancellations, and stop handlers whose attempt is no longer ours."""

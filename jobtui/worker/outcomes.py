@@ -1,9 +1,11 @@
 """What happens when an attempt ends, and how its outcome waits for the flusher.
 
 ## What happens when a job fails (every path, in one place)
-The attempt limit is always the *effective* one: the handler's `max_attempts` when it sets
-one, else the row's. The claim writes it into the row (`worker_claim`), so every later path
-reads the same number from the row. Attempts are counted at claim.
+The attempt limit is always the *effective* one, by one rule in one place, the SQL function
+jobtui_max_attempts (migration 0023): the kind's handler declaration in `kind_handlers` (the
+last worker started with a handler for the kind) when it declares one, else the row's. The
+claim, the rescue, the sweep, `why` and the console all judge by it; the claim also writes
+it into the row, and tells the handler. Attempts are counted at claim.
 
 - The handler raises (or times out, or its payload cannot be decoded): `record_failure` below
   buffers a *retry* (back-off `spec.backoff(attempt)`) while `attempt < max_attempts`, else a
@@ -14,10 +16,17 @@ reads the same number from the row. Attempts are counted at claim.
   last attempt, or cancelled if a cancel was requested.
 - The worker stops (shutdown past the grace): the job is *released* with the attempt given
   back (`worker_release`), or cancelled if a cancel was requested.
-- A row left unlocked with no attempt left (e.g. by an article-style consumer): the
-  housekeeper's sweep buries it (`worker_bury_exhausted`).
+- The worker finds its own heartbeat overdue past its timeout (frozen, partitioned) while
+  a handler ran: that attempt fails with `HeartbeatLost` (dispatcher.py), as a rescue would
+  record it; a job it had claimed but not started is released.
+- A row left unlocked with no attempt left (by an article-style consumer, or because a
+  deploy lowered the handler's limit): the housekeeper's sweep buries it
+  (`worker_bury_exhausted`), every prune interval.
+- A plain handler's thread that overran its timeout: the failure is written when the thread
+  ends (or when the worker stops); until then the job's row stays locked by this worker.
 Burials, rescues to dead letters and the sweep all go through the one SQL function
-`jobtui_move_to_dead` (migration 0004): a job is never in both tables and never in neither.
+`jobtui_move_to_dead` (migration 0004, 0023): a job is never in both tables and never in
+neither, and the move is never refused (an id an older dead letter holds moves under a new id).
 
 ## Buffering
 The flusher takes everything buffered so far (group commit); a failed write puts it back to

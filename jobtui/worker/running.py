@@ -3,7 +3,9 @@
 Promises kept: a job is only charged for time its handler really ran (a plain handler's
 timeout starts when its thread starts, never while it waits for one), and a plain handler
 that overruns its timeout or ignores a cancel keeps counting against capacity (`Threads`)
-until its thread really ends, so it cannot starve the jobs claimed after it.
+until its thread really ends, so it cannot starve the jobs claimed after it; its job keeps
+its row locked meanwhile (`Running.thread`, the dispatcher's `lingering`), so it counts toward
+its kind's concurrency limit too and never runs again while that thread still runs.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ class Running:
         "id",
         "key",
         "payload",
+        "ran",
         "spec",
         "started",
         "task",
+        "thread",
         "timed_out",
         "why",
     )
@@ -52,8 +56,11 @@ class Running:
         self.ctx = JobContext(row[0], row[1], row[3], row[4], worker_id=worker_id)
         self.claimed_at = claimed_at
         self.started = False
+        self.ran = False  # its handler was called (not stopped before it started)
         self.timed_out = False
         self.task: asyncio.Task[None] | None = None
+        # A plain handler's thread that overran its timeout or ignored a stop: still running.
+        self.thread: Future[Any] | None = None
         # Why the worker stopped it: None, "cancel" (operator), "shutdown" or "lost".
         self.why: str | None = None
 
@@ -164,6 +171,7 @@ async def _run_plain(job: Running, executor: ThreadPoolExecutor, threads: Thread
         job.ctx.cancelled.set()  # timeout or forced stop: tell the thread to give up
         if not cf.cancel() and not cf.done():
             threads.abandon(cf)
+            job.thread = cf
             log.warning(
                 "worker=%s event=abandoned job=%d attempt=%d reason=%s",
                 job.ctx.worker_id,

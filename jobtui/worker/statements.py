@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -44,18 +45,26 @@ def decode_payload(text: str) -> Any:
 # json.loads of ~100 MB holds the event loop for over a second, and the heartbeat shares that
 # loop (seen in tests/test_attack_engine.py). Small replies, the drain's, stay inline.
 DECODE_INLINE_MAX = 1_000_000
+ENGINE_THREADS = 2  # one decodes while the other's reply waits: a claim never waits on another
 
 
 def _decode_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [(r[0], r[1], decode_payload(r[2]), r[3], r[4]) for r in rows]
 
 
-async def decode_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+async def decode_rows(
+    rows: list[tuple[Any, ...]], executor: ThreadPoolExecutor | None = None
+) -> list[tuple[Any, ...]]:
     """Claimed rows with their payloads decoded; a large reply off the event loop, one row per
-    thread call, so the loop gets the interpreter back between payloads."""
+    thread call, so the loop gets the interpreter back between payloads.
+
+    The threads are the worker's own (`executor`, WorkerDB.engine_threads), never the loop's
+    default executor: `asyncio.to_thread` in handlers uses that one, and threads a timed-out
+    handler left hanging there once held claimed jobs unstarted for as long as they hung."""
     if sum(len(r[2]) for r in rows) <= DECODE_INLINE_MAX:
         return _decode_rows(rows)
-    return [(await asyncio.to_thread(_decode_rows, [r]))[0] for r in rows]
+    loop = asyncio.get_running_loop()
+    return [(await loop.run_in_executor(executor, _decode_rows, [r]))[0] for r in rows]
 
 
 def int_array(values: list[int]) -> str:
@@ -83,12 +92,19 @@ def _rows_by_id(rows: list[tuple[Any, ...]]) -> dict[str, str]:
 class WorkerDB:
     """Statements of one worker (`worker_id`) in one schema."""
 
-    def __init__(self, schema: str, worker_id: str, limits: dict[str, int] | None = None) -> None:
+    def __init__(self, schema: str, worker_id: str) -> None:
         self.q = queries(schema)
         self.worker_id = worker_id
         self.channel = notify_channel(schema)
-        # {kind: handler max_attempts} for handlers that set one: the effective limit.
-        self.limits = json.dumps(limits or {})
+        # The engine's own threads (decoding large claims): handlers cannot exhaust them
+        # (issue 25 item 7). Threads start on first use.
+        self.engine_threads = ThreadPoolExecutor(
+            max_workers=ENGINE_THREADS, thread_name_prefix="jobtui-engine"
+        )
+
+    def close(self) -> None:
+        """Let the engine's threads go (the worker has stopped)."""
+        self.engine_threads.shutdown(wait=False, cancel_futures=True)
 
     # ---- claim
 
@@ -101,10 +117,14 @@ class WorkerDB:
         A payload that cannot be decoded comes back as an UndecodablePayload instance.
         """
         sql = self.q.worker_claim_per_kind if per_kind else self.q.worker_claim
-        rows = await link.fetch(
-            sql, {"kinds": kinds, "worker": self.worker_id, "limit": limit, "limits": self.limits}
-        )
-        return await decode_rows(rows)
+        rows = await link.fetch(sql, {"kinds": kinds, "worker": self.worker_id, "limit": limit})
+        later = [r[0] for r in rows if r[2] is None]
+        if later:  # past the reply's byte budget: read now that the claim has committed
+            got = dict(await link.fetch(self.q.worker_claimed_payloads, {"ids": later}))
+            rows = [
+                (r[0], r[1], got.get(r[0], "null"), *r[3:]) if r[2] is None else r for r in rows
+            ]
+        return await decode_rows(rows, self.engine_threads)
 
     async def claim_limited(
         self, link: Link, kinds: list[str], want: int
@@ -112,9 +132,9 @@ class WorkerDB:
         """Up to `want` jobs of these limited kinds within their limits, decoded as by
         `claim`; and what claim_limited said (waits, skipped kinds)."""
         got = await limits.claim_limited(
-            await link.connection(), self.q.schema, self.worker_id, kinds, want, self.limits
+            await link.connection(), self.q.schema, self.worker_id, kinds, want
         )
-        return await decode_rows(got), got
+        return await decode_rows(got, self.engine_threads), got
 
     async def limited_kinds(self, link: Link) -> set[str]:
         """Kinds with an effective limit right now."""

@@ -83,8 +83,7 @@ class Worker:
         # whichever workers declare it, once per tick however many).
         self.kind_limits = [lim for lim in registry.limits() if lim.kind in self._specs]
         self.schedules = registry.schedules()
-        limits = {k: s.max_attempts for k, s in self._specs.items() if s.max_attempts is not None}
-        self._db = WorkerDB(schema, self.id, limits)
+        self._db = WorkerDB(schema, self.id)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_early = False
         self._force_early = False
@@ -154,20 +153,29 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._force = asyncio.Event()
-        work = s.statement_timeout
-        claim_links = [Link(self.dsn, "claim", statement_timeout=work)]
+        work, frozen = s.statement_timeout, s.heartbeat_timeout
+        claim_links = [Link(self.dsn, "claim", statement_timeout=work, frozen_after=frozen)]
         if s.concurrency > 1:
-            claim_links.append(Link(self.dsn, "claim 2", statement_timeout=work))
+            claim_links.append(
+                Link(self.dsn, "claim 2", statement_timeout=work, frozen_after=frozen)
+            )
         flush_link = Link(
-            self.dsn, "flush", statement_timeout=work, lock_timeout=FLUSH_LOCK_TIMEOUT_S
+            self.dsn,
+            "flush",
+            statement_timeout=work,
+            lock_timeout=FLUSH_LOCK_TIMEOUT_S,
+            frozen_after=frozen,
         )
         beat = max(0.2, s.heartbeat_timeout / 3)
-        live_link = Link(self.dsn, "liveness", statement_timeout=beat, lock_timeout=beat)
+        live_link = Link(
+            self.dsn, "liveness", statement_timeout=beat, lock_timeout=beat, frozen_after=frozen
+        )
         house_link = Link(
             self.dsn,
             "housekeeping",
             statement_timeout=s.housekeeping_timeout,
             lock_timeout=s.housekeeping_lock_timeout,
+            frozen_after=frozen,
         )
         self._links = [*claim_links, flush_link, live_link, house_link]
         self._flusher = Flusher(self.id, self._db, flush_link, s.stats_flush_interval)
@@ -192,6 +200,7 @@ class Worker:
         listen_dsn = s.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or self.dsn
         self._wakeups = Wakeups(self.id, s.poll_interval, listen_dsn != self.dsn)
         self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)
+        live.listening = self._wakeups.hears_notifies
         self._housekeeper = Housekeeper(
             self._db, house_link, s, d, self._flusher.stats, [x.name for x in self.schedules]
         )
@@ -267,9 +276,14 @@ class Worker:
                 {"rows": Jsonb(handlers), "worker": self.id},
             )
         except psycopg.errors.InsufficientPrivilege as exc:
-            # Shown on the console's kind screen only; never a reason not to work.
+            # Never a reason not to work; but the handlers' max_attempts is the one rule's
+            # input (jobtui_max_attempts reads kind_handlers): without it the rows' apply.
             log.warning(
-                "worker=%s event=handlers_not_recorded error=%s", self.id, describe_error(exc)
+                "worker=%s event=handlers_not_recorded error=%s reason=the handlers' "
+                "max_attempts are not applied (each job's own is); grant INSERT, UPDATE on "
+                "kind_handlers to the worker's role (jobtui roles does)",
+                self.id,
+                describe_error(exc),
             )
         changed = await sync_kind_limits(conn, self.schema, self.kind_limits)
         if changed:
@@ -325,6 +339,9 @@ class Worker:
                     if job.task is not None:
                         job.task.cancel()
                 await self._wait_idle(1.0)
+        # Attempts whose thread overran its timeout keep their row until that thread ends; the
+        # worker stops now, so their outcome (the timeout, or a cancel) is written with the rest.
+        d.settle_lingering()
         # The flusher finishes its write in flight (a query cut short would leave its connection
         # unusable for the final writes); the other tasks are simply cancelled.
         self._flusher.closing.set()
@@ -336,6 +353,7 @@ class Worker:
         await self._final_writes()
         await self._close()
         d.shutdown_executor()
+        self._db.close()
         log.info("worker=%s event=stopped", self.id)
 
     async def _final_writes(self) -> None:

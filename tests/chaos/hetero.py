@@ -17,7 +17,21 @@ ledger the handlers wrote themselves:
 - starts after a cancel committed (attempt claimed after the cancel's commit): must be 0;
 - jobs run more than their effective max_attempts: must be 0;
 - lost jobs (not succeeded, cancelled or dead at the end): must be 0.
-Exit status 0 when all four are 0.
+
+Issue 25 adds: workers SIGSTOPped and SIGCONTed (by the run, and by themselves right after a
+claim's reply arrived: mid-claim); a kind with a concurrency limit of 2 (`h_capped`) and one
+with a rate limit (`h_metered`); an every-second schedule (`chaos_tick`); and halfway through,
+a deploy that lowers `h_plain`'s max_attempts from 3 to 2. And checks:
+
+- over a limit: moments when more than 2 `h_capped` handlers ran while none of them had been
+  rescued from a worker judged dead (a limit counts a job until it is rescued) or left running
+  by a worker that was stopped; and 1-second windows with more `h_metered` claims than the
+  rate allows (N + N·T/period); must be 0;
+- stranded: jobs left unlocked and unfinished at the end with no attempt left by the one rule
+  (jobtui_max_attempts), or anything still pending; must be 0;
+- ticks: each tick of the schedule enqueued once (none twice, none missed between the first
+  and the last), and each tick's job accounted for like any other.
+Exit status 0 when all of these are 0.
 """
 
 from __future__ import annotations
@@ -79,6 +93,9 @@ class Fleet:
         self.terminated: dict[int, datetime] = {}
         self.stopped = False
 
+        self.frozen: dict[int, float] = {}  # pid -> monotonic time to send SIGCONT
+        self.freezes: list[tuple[int, datetime, float, bool]] = []  # pid, at, seconds, self
+
     def start(self) -> None:
         beat, timeout = next(self.settings)
         cmd = [sys.executable, str(HERE / "run_worker.py"), self.dsn, "hetero_app"]
@@ -103,10 +120,36 @@ class Fleet:
         self.stopping.append(oldest)
         self.start()
 
+    def freeze_one(self, now: datetime) -> None:
+        """SIGSTOP a running worker for 0.5-4 s (a VM pause, a network split)."""
+        live = [p for p in self.procs if p.pid not in self.frozen and p.poll() is None]
+        if live:
+            victim = random.choice(live)
+            seconds = random.uniform(0.5, 4.0)
+            victim.send_signal(signal.SIGSTOP)
+            self.frozen[victim.pid] = time.monotonic() + seconds
+            self.freezes.append((victim.pid, now, seconds, False))
+
+    def thaw(self, now: datetime) -> None:
+        """SIGCONT workers whose freeze is over; notice workers that stopped themselves
+        mid-claim (CHAOS_FREEZE_IN_CLAIM) and give them 0.3-3 s."""
+        t = time.monotonic()
+        for p in self.procs + self.stopping:
+            if p.pid in self.frozen:
+                if t >= self.frozen[p.pid]:
+                    del self.frozen[p.pid]
+                    _cont(p)
+            elif _stopped(p.pid):
+                seconds = random.uniform(0.3, 3.0)
+                self.frozen[p.pid] = t + seconds
+                self.freezes.append((p.pid, now, seconds, True))
+
     def stop(self) -> None:
         if self.stopped:
             return
         self.stopped = True
+        for p in self.procs + self.stopping:
+            _cont(p)
         for p in self.procs + self.stopping:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -117,6 +160,20 @@ class Fleet:
                 p.kill()
                 p.wait()
         self.log.close()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): state T in /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+def _cont(p: subprocess.Popen[bytes]) -> None:
+    if p.poll() is None:
+        p.send_signal(signal.SIGCONT)
 
 
 def _hold_locks(dsn: str, stop: threading.Event, log: list[str]) -> list[threading.Thread]:
@@ -254,13 +311,24 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
     by_job: dict[int, list[tuple[Any, ...]]] = {}
     for r in rows:
         by_job.setdefault(r[0], []).append(r)
+    violations = []
     for runs in by_job.values():
         for i, a in enumerate(runs):
             a_end = a[6] or fleet.killed.get(a[2])
             for b in runs[i + 1 :]:
                 if a_end is not None and b[5] >= a_end:
                     continue
-                figures[_classify(a, b, history, beats, fleet)] += 1
+                verdict = _classify(a, b, history, beats, fleet)
+                figures[verdict] += 1
+                if verdict == "overlapping (violations)":
+                    violations.append((a, b, history.get((a[0], a[1]), [])))
+    for a, b, entries in violations[:5]:
+        frozen = [f for f in fleet.freezes if f[0] == a[2]]
+        print(
+            f"  overlap (job, attempt, pid, worker, claimed, started, ended): {a} then {b}; "
+            f"history of the first: {entries}; its worker's freezes: {frozen}",
+            flush=True,
+        )
     if after_cancel:
         seen = conn.execute(
             "SELECT l.job_id, l.attempt, l.kind, l.worker, l.claimed_at, l.started_at, "
@@ -282,8 +350,27 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
             (ids,),
         ).fetchall()
         print(f"  lost jobs (id, finished_at, locked_by, attempts): {missing}", flush=True)
+    capped = _over_capacity(conn, history, fleet)
+    metered = _over_rate(conn)
+    ticks = _ticks(conn)
+    stranded = one(
+        "SELECT count(*) FROM jobs j WHERE j.finished_at IS NULL AND j.locked_at IS NULL "
+        "AND j.attempts >= jobtui_max_attempts(jobtui_attempt_limits(), j.kind, j.max_attempts)"
+    )
     return {
         "jobs enqueued": len(ids),
+        "over a limit": capped["violations"] + metered,
+        "over h_capped's limit while one of them had been rescued or abandoned (allowed)": capped[
+            "excused"
+        ],
+        "h_capped most at once": capped["most"],
+        "h_metered windows over its rate": metered,
+        "stranded (no attempt left, never moved)": stranded,
+        **ticks,
+        "freezes (SIGSTOP/SIGCONT)": len(fleet.freezes),
+        "of them mid-claim (the worker stopped itself after a claim's reply)": sum(
+            1 for f in fleet.freezes if f[3]
+        ),
         "executions": len(rows),
         "lost": lost,
         "started after cancel": after_cancel,
@@ -292,6 +379,77 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
         **figures,
         "workers killed": len(fleet.killed),
         "workers rolled (SIGTERM, new settings)": len(fleet.terminated),
+    }
+
+
+def _over_capacity(
+    conn: psycopg.Connection,
+    history: dict[tuple[int, int], list[tuple[str, datetime]]],
+    fleet: Fleet,
+) -> dict[str, int]:
+    """Starts of `h_capped` at which more than CAPPED of its handlers were running. Excused
+    when one of those running had been rescued (WorkerLost in its history: the limit counts a
+    job until it is rescued) or its worker had been killed or stopped (SIGTERM) by then."""
+    rows = conn.execute(
+        "SELECT job_id, attempt, pid, started_at, ended_at FROM hetero_ledger "
+        "WHERE kind = 'h_capped' ORDER BY started_at"
+    ).fetchall()
+    out = {"violations": 0, "excused": 0, "most": 0}
+    for i, (_, _, _, started, _) in enumerate(rows):
+        running = []
+        for job, attempt, pid, s2, e2 in rows[: i + 1]:
+            gone = fleet.killed.get(pid) or fleet.terminated.get(pid)
+            end_at = e2 or gone
+            if s2 <= started and (end_at is None or end_at > started):
+                running.append((job, attempt, pid, gone))
+        out["most"] = max(out["most"], len(running))
+        if len(running) <= hetero_app.CAPPED:
+            continue
+        excused = any(
+            any(
+                e.startswith(("WorkerLost", "HeartbeatLost"))
+                for e, _ in history.get((job, attempt), [])
+            )
+            or (gone is not None and gone <= started)
+            for job, attempt, pid, gone in running
+        )
+        out["excused" if excused else "violations"] += 1
+    return out
+
+
+def _over_rate(conn: psycopg.Connection) -> int:
+    """1-second windows (from each claim) holding more `h_metered` claims than the token
+    bucket allows: RATE + RATE·T/period with T = 1 s."""
+    allowed = 2 * hetero_app.RATE
+    return int(
+        conn.execute(
+            "SELECT count(*) FROM hetero_ledger a WHERE a.kind = 'h_metered' "
+            "AND a.claimed_at IS NOT NULL AND (SELECT count(*) FROM hetero_ledger b "
+            "WHERE b.kind = 'h_metered' AND b.claimed_at >= a.claimed_at "
+            "AND b.claimed_at < a.claimed_at + interval '1 second') > %s",
+            (allowed,),
+        ).fetchone()[0]  # type: ignore[index]
+    )
+
+
+def _ticks(conn: psycopg.Connection) -> dict[str, int]:
+    """The schedule's ticks: enqueued, enqueued twice, missed between the first and the last,
+    and ticks whose job is in neither table (lost)."""
+    enqueued, twice, first, last = conn.execute(
+        "SELECT count(*), count(*) - count(DISTINCT tick), min(tick), max(tick) "
+        "FROM schedule_ticks WHERE schedule = 'chaos_tick' AND NOT manual"
+    ).fetchone()  # type: ignore[misc]
+    span = int((last - first).total_seconds()) + 1 if first is not None else 0
+    lost = conn.execute(
+        "SELECT count(*) FROM schedule_ticks t WHERE t.schedule = 'chaos_tick' "
+        "AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = t.job_id) "
+        "AND NOT EXISTS (SELECT 1 FROM dead_letters d WHERE d.id = t.job_id)"
+    ).fetchone()[0]  # type: ignore[index]
+    return {
+        "ticks enqueued": enqueued,
+        "ticks enqueued twice": twice,
+        "ticks missed": max(0, span - (enqueued - twice)),
+        "ticks whose job is lost": lost,
     }
 
 
@@ -324,6 +482,9 @@ def _over_limit(conn: psycopg.Connection, fleet: Fleet) -> tuple[int, int]:
     for job_id, n in counted.items():
         if n > hetero_app.LIMITS[kinds[job_id]]:
             over += 1
+            if over <= 5:
+                starts = [(a, p, f"{t:%H:%M:%S.%f}") for j, _, a, p, t in rows if j == job_id]
+                print(f"  over its limit: job {job_id} ({kinds[job_id]}): {starts}", flush=True)
     return over, repeats
 
 
@@ -342,7 +503,7 @@ def _classify(
     if term is not None and b[4] is not None and b[4] >= term and b[1] == a[1]:
         return "overlaps after an abandoned thread"  # released at shutdown, thread ran on
     for error, at in entries:
-        if error.startswith("WorkerLost"):
+        if error.startswith(("WorkerLost", "HeartbeatLost")):
             seen = [(t, to) for t, to in beats.get(a[3], []) if t <= at]
             if seen:
                 last, timeout_s = max(seen)
@@ -358,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--kill-every", type=float, default=3.0)
     ap.add_argument("--roll-every", type=float, default=4.0)
+    ap.add_argument("--freeze-every", type=float, default=2.5, help="SIGSTOP a worker this often")
+    ap.add_argument(
+        "--freeze-in-claim", type=float, default=0.02, help="chance a worker stops mid-claim"
+    )
     ap.add_argument("--max-sleep", type=float, default=0.1)
     ap.add_argument("--seconds", type=float, default=60.0, help="how long the chaos lasts")
     ap.add_argument("--timeout", type=float, default=300.0, help="give up draining after this")
@@ -377,7 +542,7 @@ async def _main(args: argparse.Namespace) -> int:
             migrate(conn, "public")
             conn.execute(hetero_app.LEDGER_DDL)
             conn.execute(SETUP)
-            kinds = list(hetero_app.LIMITS)
+            kinds = [k for k in hetero_app.LIMITS if k != "h_tick"]  # h_tick: the schedule's
             enqueue_many(
                 conn,
                 [
@@ -394,6 +559,7 @@ async def _main(args: argparse.Namespace) -> int:
             CHAOS_MAX_SLEEP=str(args.max_sleep),
             CHAOS_CONCURRENCY=str(args.concurrency),
             CHAOS_GRACE="1.0",
+            CHAOS_FREEZE_IN_CLAIM=str(args.freeze_in_claim),
             PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]),
         )
         print(
@@ -430,10 +596,17 @@ async def _main(args: argparse.Namespace) -> int:
         lock_log: list[str] = []
         t0 = time.monotonic()
         next_kill, next_roll = t0 + args.kill_every, t0 + args.roll_every
-        locks_started = restarted = False
+        next_freeze = t0 + args.freeze_every
+        locks_started = restarted = lowered = False
         while True:
             await asyncio.sleep(0.05)
             t = time.monotonic()
+            fleet.thaw(now())
+            if not lowered and t - t0 > args.seconds / 2:
+                # A deploy lowers h_plain's max_attempts: every worker started from now on.
+                lowered = True
+                fleet.env["CHAOS_LOWERED"] = "1"
+                print("hetero chaos: deploying max_attempts 3 -> 2 for h_plain", flush=True)
             if t - t0 > args.seconds:
                 stop_ops.set()
                 if pending() == 0 or t - t0 > args.seconds + args.timeout:
@@ -452,6 +625,9 @@ async def _main(args: argparse.Namespace) -> int:
             if t >= next_roll:
                 fleet.roll_one(now())
                 next_roll = t + args.roll_every
+            if t >= next_freeze:
+                fleet.freeze_one(now())
+                next_freeze = t + args.freeze_every
             if pending() == 0 and t - t0 > 5:
                 # Keep the operators busy: requeued dead letters come back as work.
                 await asyncio.sleep(0.2)
@@ -459,12 +635,14 @@ async def _main(args: argparse.Namespace) -> int:
         stop_locks.set()
         await operator  # its last action may have requeued a job: drain that too
         while pending() and time.monotonic() - t0 < args.seconds + args.timeout:
+            fleet.thaw(now())
             await asyncio.sleep(0.1)
         elapsed = time.monotonic() - t0
         left = pending()
         await asyncio.to_thread(fleet.stop)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            figures = analyse(conn, ids, fleet)
+            ticked = [r[0] for r in conn.execute("SELECT job_id FROM schedule_ticks")]
+            figures = analyse(conn, ids + ticked, fleet)
         figures.update({f"operator {k}": v for k, v in counts.items()})
         figures["pending at the end"] = left
         figures["locks held"] = ", ".join(dict.fromkeys(lock_log)) or "none"
@@ -476,6 +654,11 @@ async def _main(args: argparse.Namespace) -> int:
             and figures["overlapping (violations)"] == 0
             and figures["started after cancel"] == 0
             and figures["over effective max_attempts"] == 0
+            and figures["over a limit"] == 0
+            and figures["stranded (no attempt left, never moved)"] == 0
+            and figures["ticks enqueued twice"] == 0
+            and figures["ticks missed"] == 0
+            and figures["ticks whose job is lost"] == 0
             and left == 0
         )
         print("hetero chaos: OK" if ok else "hetero chaos: FAILED", flush=True)

@@ -12,14 +12,26 @@ whatever holds it. The run is judged from this ledger, not from what workers rep
 - `h_overrun`: plain with a 0.25 s timeout; a third of the time sleeps 0.5 s ignoring its
   cancel event, so its thread is abandoned while its job is retried; handler limit 3.
 - `h_stubborn`: async, swallows its first cancellation and carries on; handler limit 2.
+- `h_capped`: plain, at most 2 at once across every worker (a concurrency limit); a fifth of
+  the time its thread overruns its 0.2 s timeout.
+- `h_metered`: async, at most RATE starts a second across every worker (a rate limit).
+- `h_tick`: async; enqueued by an every-second schedule (`chaos_tick`), not by the run.
+
+Issue 25: with `CHAOS_LOWERED=1` (the second half of the run: a deploy) `h_plain` declares
+max_attempts 2 instead of 3; with `CHAOS_FREEZE_IN_CLAIM=p` a worker SIGSTOPs itself, with
+probability p, right after a claim's reply arrived and before its jobs start (the run's
+parent sends SIGCONT later): a freeze mid-claim.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
+import signal
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +43,30 @@ from jobtui.worker import current_job
 registry = Registry()
 FAIL_RATE = float(os.environ.get("CHAOS_FAIL_RATE", "0.2"))
 MAX_SLEEP_S = float(os.environ.get("CHAOS_MAX_SLEEP", "0.1"))
-LIMITS = {"h_plain": 3, "h_async": 4, "h_overrun": 3, "h_stubborn": 2}  # effective
-ROW_MAX = {"h_plain": 5, "h_async": 4, "h_overrun": 5, "h_stubborn": 5}  # at enqueue
+LOWERED = os.environ.get("CHAOS_LOWERED") == "1"
+# The most counted attempts a job of each kind may have (h_plain: 3 before the deploy that
+# lowers it to 2; a job counted 3 before it never runs a fourth).
+LIMITS = {
+    "h_plain": 3,
+    "h_async": 4,
+    "h_overrun": 3,
+    "h_stubborn": 2,
+    "h_capped": 4,
+    "h_metered": 4,
+    "h_tick": 5,
+}
+ROW_MAX = {
+    "h_plain": 5,
+    "h_async": 4,
+    "h_overrun": 5,
+    "h_stubborn": 5,
+    "h_capped": 4,
+    "h_metered": 4,
+    "h_tick": 5,
+}  # at enqueue
+CAPPED = 2  # h_capped's concurrency limit
+RATE = 20  # h_metered's starts per second
+FREEZE_IN_CLAIM = float(os.environ.get("CHAOS_FREEZE_IN_CLAIM", "0"))
 
 LEDGER_DDL = """
 CREATE TABLE hetero_ledger (
@@ -72,12 +106,32 @@ def _begin() -> int:
     return start(job.id, job.attempt, job.kind, job.worker_id)
 
 
+@contextlib.asynccontextmanager
+async def _ledgered() -> AsyncIterator[None]:
+    """The start and end rows of an async handler. The start is written in a thread; a
+    cancel that comes while it is written must not leave the row without its end (the row
+    would say the handler never ended, and every later attempt ran beside it)."""
+    job = current_job()
+    started = asyncio.ensure_future(
+        asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
+    )
+    try:
+        await asyncio.shield(started)
+        yield
+    finally:
+        await asyncio.shield(_end_after(started))
+
+
+async def _end_after(started: asyncio.Future[int]) -> None:
+    await asyncio.to_thread(end, await started)
+
+
 def _maybe_fail() -> None:
     if random.random() < FAIL_RATE:
         raise RuntimeError(f"chaos: simulated failure of job {current_job().id}")
 
 
-@registry.handler("h_plain", max_attempts=3, backoff_base=0.05, backoff_cap=0.3)
+@registry.handler("h_plain", max_attempts=2 if LOWERED else 3, backoff_base=0.05, backoff_cap=0.3)
 def h_plain(payload: dict[str, Any]) -> None:
     entry = _begin()
     try:
@@ -90,13 +144,9 @@ def h_plain(payload: dict[str, Any]) -> None:
 
 @registry.handler("h_async", backoff_base=0.05, backoff_cap=0.3)
 async def h_async(payload: dict[str, Any]) -> None:
-    job = current_job()
-    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
-    try:
+    async with _ledgered():
         await asyncio.sleep(random.random() * MAX_SLEEP_S)
         _maybe_fail()
-    finally:
-        await asyncio.shield(asyncio.to_thread(end, entry))
 
 
 @registry.handler("h_overrun", max_attempts=3, timeout=0.25, backoff_base=0.05, backoff_cap=0.3)
@@ -111,13 +161,44 @@ def h_overrun(payload: dict[str, Any]) -> None:
 
 @registry.handler("h_stubborn", max_attempts=2, backoff_base=0.05, backoff_cap=0.3)
 async def h_stubborn(payload: dict[str, Any]) -> None:
-    job = current_job()
-    entry = await asyncio.to_thread(start, job.id, job.attempt, job.kind, job.worker_id)
-    try:
+    async with _ledgered():
         try:
             await asyncio.sleep(random.random() * MAX_SLEEP_S * 2)
         except asyncio.CancelledError:  # ignores its cancellation (once) and carries on
             await asyncio.sleep(0.2)
         _maybe_fail()
+
+
+@registry.handler("h_capped", concurrency=CAPPED, timeout=0.2, backoff_base=0.05, backoff_cap=0.3)
+def h_capped(payload: dict[str, Any]) -> None:
+    entry = _begin()
+    try:  # a fifth of the time its thread overruns the timeout: it must still hold its slot
+        time.sleep(0.4 if random.random() < 0.2 else random.random() * MAX_SLEEP_S)
+        _maybe_fail()
     finally:
-        await asyncio.shield(asyncio.to_thread(end, entry))
+        end(entry)
+
+
+@registry.handler("h_metered", rate=RATE, backoff_base=0.05, backoff_cap=0.3)
+async def h_metered(payload: dict[str, Any]) -> None:
+    async with _ledgered():
+        _maybe_fail()
+
+
+@registry.periodic("* * * * * *", name="chaos_tick")
+@registry.handler("h_tick")
+async def h_tick(payload: dict[str, Any]) -> None:
+    return None
+
+
+if FREEZE_IN_CLAIM:
+    from jobtui.worker import statements
+
+    _decode_rows = statements.decode_rows
+
+    async def _freezing_decode(rows: Any, *args: Any) -> Any:
+        if rows and random.random() < FREEZE_IN_CLAIM:
+            os.kill(os.getpid(), signal.SIGSTOP)  # mid-claim: committed, nothing started
+        return await _decode_rows(rows, *args)
+
+    statements.decode_rows = _freezing_decode
