@@ -153,6 +153,10 @@ def db_time_text(ms: float) -> str:
     return f"{ms / 1000:.1f} s"
 
 
+SIXTEEN_COLOURS = ("standard", "windows")  # rich's names for 16- and 8-colour terminals
+ANSI_THEME = "ansi-dark"
+
+
 class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
@@ -193,6 +197,12 @@ class JobtuiApp(App[int]):
         opening: DeepLink | None = None,
     ) -> None:
         super().__init__()
+        if self.console.color_system in SIXTEEN_COLOURS and not self.no_color:
+            # The theme's hex colours fold onto the 16 ANSI ones badly: orange (warning,
+            # accent) and crimson (error) both become bright red, so WARN, CRIT, the
+            # footer's keys and the cursor row's alarms read alike. The terminal's own
+            # colours keep red, yellow and the cursor apart.
+            self.theme = ANSI_THEME
         self.opening = opening or DeepLink()
         self.env = env.strip() if env and env.strip() else None
         self.env_danger = self.env is not None and env_is_dangerous(self.env, env_danger_pattern)

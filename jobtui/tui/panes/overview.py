@@ -1,6 +1,7 @@
 """Overview tab: the alarms firing, headline tiles, hour-long sparklines, the per-kind table.
 
 BINDINGS:
+    A        every alarm firing (the list above shows the first few)
     P        pause or resume the kind under the cursor
     L        set the kind's concurrency and rate limits (asks first)
     enter    show that kind's jobs
@@ -19,9 +20,11 @@ letters) are counted as EXHAUSTED in the status, never as ready.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.widgets import DataTable
@@ -33,6 +36,7 @@ from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
+from jobtui.tui.screens.alarms import AlarmsScreen
 from jobtui.tui.texts import coarse_age, drain_text
 from jobtui.tui.widgets.alarms import AlarmList
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -104,12 +108,15 @@ def level_style(level: Level, st: CellStyles, calm: str = "") -> str:
 
 
 class OverviewPane(KindsPane):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("A", "alarms", "Alarms", id="overview.alarms"),
+    ]
     kinds_table = "#kinds"
     main_table = "#kinds"
     kind_width = KIND_WIDTH[1]
 
     def compose(self) -> ComposeResult:
-        yield AlarmList(id="alarms")
+        yield AlarmList(key="A", id="alarms")
         with Horizontal(id="tiles"):
             yield Tile("ready", id="t-ready")
             yield Tile("sched", id="t-scheduled")
@@ -254,6 +261,10 @@ class OverviewPane(KindsPane):
             Text(_ms(k.p95_ms), style=row_style),
             Text(_ms(k.p50_ms), style=row_style),
         ]
+
+    def action_alarms(self) -> None:
+        """Every alarm firing now, in a screen of its own."""
+        self.app.push_screen(AlarmsScreen(self.query_one("#alarms", AlarmList).firings))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -13,20 +13,19 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from jobtui.tui.screens.scroll_modal import ScrollModal
 
 Section = tuple[str, list[tuple[str, str, str]]]  # (title, [(keys, description, binding id)])
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(ScrollModal):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="help.close"),
-        Binding("q", "close", "Close", show=False),
         Binding("question_mark", "close", "Close", show=False),
-        Binding("j", "scroll_down", show=False),
-        Binding("k", "scroll_up", show=False),
     ]
+    box_id = "help-box"
 
     def __init__(self, sections: list[Section], notes: list[str]) -> None:
         super().__init__()
@@ -49,15 +48,3 @@ class HelpScreen(ModalScreen[None]):
             yield Static(table, id="help-table")
             for note in self._notes:
                 yield Static(Text(note), classes="help-note")
-
-    def on_mount(self) -> None:
-        self.query_one("#help-box").focus()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def action_scroll_down(self) -> None:
-        self.query_one("#help-box", VerticalScroll).scroll_down()
-
-    def action_scroll_up(self) -> None:
-        self.query_one("#help-box", VerticalScroll).scroll_up()
