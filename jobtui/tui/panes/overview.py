@@ -37,7 +37,7 @@ from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.screens.alarms import AlarmsScreen
-from jobtui.tui.texts import coarse_age, drain_text
+from jobtui.tui.texts import coarse_age, coarse_seconds, drain_text
 from jobtui.tui.widgets.alarms import AlarmList
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
@@ -96,6 +96,23 @@ def kind_columns(kind_width: int) -> list[Column]:
         Column("p95", "p95", 6, priority=8),
         Column("p50", "p50", 6, priority=9),
     ]
+
+
+SAMPLES_LATE = 2  # minutes: a sample this late means no worker writes them now
+
+
+def samples_stopped(snap: Snapshot) -> str | None:
+    """`stopped 14m ago` / `no samples (no worker)` when the queue samples (written by
+    workers) stopped, so a chart of them would be stale; None while they are current."""
+    sampled = [i for i, p in enumerate(snap.history) if p.ready is not None]
+    if not snap.history:
+        return None
+    if not sampled:
+        return "no samples (no worker)"
+    late = len(snap.history) - 1 - sampled[-1]
+    if late < SAMPLES_LATE:
+        return None
+    return f"stopped {late}m ago"
 
 
 def worst(firings: list[Firing], rule: str) -> Level:
@@ -200,17 +217,26 @@ class OverviewPane(KindsPane):
         )
 
     def _show_sparks(self, snap: Snapshot) -> None:
+        """The hour's charts. Depth and oldest age come from the samples workers write once a
+        minute; the last point is always the figure read now (it exists without a worker),
+        and when the samples stop the chart says since when instead of a peak it no longer
+        knows."""
         history = snap.history
         depth = [float(p.ready or 0) for p in history]
         oldest = [float(p.oldest_ready_age_s or 0) for p in history]
         done = [float(p.done) for p in history]
+        if history:
+            depth[-1] = float(snap.totals.ready)
+            oldest[-1] = coarse_seconds(snap.oldest_ready_age_s)
+        stopped = samples_stopped(snap)
         self.query_one("#s-depth", Spark).set(
-            depth, compact(snap.totals.ready), compact(max(depth, default=0))
+            depth, compact(snap.totals.ready), compact(max(depth, default=0)), stopped
         )
         self.query_one("#s-oldest", Spark).set(
             oldest,
             coarse_age(snap.oldest_ready_age_s),
             coarse_age(max(oldest, default=0)),
+            stopped,
         )
         self.query_one("#s-done", Spark).set(
             done, f"{compact(round(snap.done_per_min, 1))}/m", compact(max(done, default=0))
