@@ -470,6 +470,16 @@ class JobtuiApp(App[int]):
                 timeout=8,
             )
 
+    def note_read(self, error: str | None) -> None:
+        """See `Host.note_read`: the detail's own reads keep the status line current (the
+        tabs do not poll under it)."""
+        if error is not None:
+            self._set_down(error)
+        else:
+            self._set_up()
+            self.updated_at = time.time()
+        self._render_status()
+
     def _set_down(self, message: str) -> None:
         self.db_error = message
         self.query_one("#tabs").add_class("-stale")
