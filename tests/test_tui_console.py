@@ -563,7 +563,7 @@ async def test_overview_and_workers_show_kinds(
             await until(pilot, lambda: len(kinds.keys) == 2)
             assert kinds.keys[0] == "slow.kind"  # the troubled kind first
             text = rendered(kinds)
-            assert "no worker handles this kind" in text
+            assert "no worker, ✗ OLD" in text  # no worker first (issue 26 item 5)
             assert app.query_one("#t-oldest").has_class("-crit")
             assert "!!" in rendered(app.query_one("#t-oldest"))
             await pilot.press("P")  # pause the kind under the cursor: it asks first

@@ -91,19 +91,19 @@ class DeadPane(Pane):
     def on_mount(self) -> None:
         self.query_one("#dead-groups", KeyedTable).setup_columns(
             Column("kind", "kind", 15, priority=0),
-            Column("count", "count", 6, priority=0),
+            Column("count", "count", 6, priority=0, fit=True),
             Column("sig", "error signature", 24, priority=0, flex=True),
-            Column("last", "last", 6, priority=1),
-            Column("first", "first", 6, priority=2),
+            Column("last", "last", 6, priority=1, fit=True),
+            Column("first", "first", 6, priority=2, fit=True),
         )
         self.query_one("#dead-rows", KeyedTable).setup_columns(
-            Column("id", "id", 6, priority=0),
+            Column("id", "id", 6, priority=0, fit=True),
             Column("kind", "kind", 15, priority=0),
-            Column("died", "died ago", 8, priority=1),
+            Column("died", "died ago", 8, priority=1, fit=True),
             Column("error", "error", 20, priority=0, flex=True),
             Column("payload", "payload", 30, priority=2),
             Column("reason", "reason", 9, priority=3),
-            Column("att", "att", 5, priority=4),
+            Column("att", "att", 5, priority=4, fit=True),
         )
         self.query_one("#dead-groups").border_title = "groups"
         self.query_one("#dead-rows").border_title = "dead letters"

@@ -116,13 +116,13 @@ class JobsPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#jobs-table", KeyedTable).setup_columns(
-            Column("id", "id", 6, priority=0),
+            Column("id", "id", 6, priority=0, fit=True),
             Column("kind", "kind", 15, priority=0),
             Column("state", "state", 10, priority=0),
-            Column("when", "when", 8, priority=1),
-            Column("error", "last error", 20, priority=0, flex=True),
+            Column("when", "when", 8, priority=1, fit=True),
+            Column("error", "last error", 20, priority=0, flex=True, shrink=2),
             Column("payload", "payload", 30, priority=2),
-            Column("att", "att", 5, priority=3),
+            Column("att", "att", 5, priority=3, fit=True),
             Column("worker", "worker", 22, priority=4),
         )
         self._info()

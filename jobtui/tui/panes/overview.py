@@ -76,25 +76,25 @@ def _ms(value: float | None) -> str:
 
 def kind_columns(kind_width: int) -> list[Column]:
     """The kinds table's columns. What says something is wrong never drops (the status: FAIL,
-    PAUSED, no worker; the oldest ready age), and the status takes the spare width; the drain
-    estimate comes next, then the rest drop from the right as space runs out. The kind column
-    is as wide as the longest name (at most 15), so at 80 columns the drain estimate fits
-    beside the ready count unless the kinds' names are long. A kind's retrying jobs are in its
-    kind screen (enter) and the retry tile, not a column: a tenth hidden column would widen
-    the `+N→` marker and cut the status at 60 columns."""
+    PAUSED, no worker; the oldest ready age), and the status gives up half its width (its
+    words shorten, ending in `…`) before a figure drops. Then the figures drop from the least
+    asked for: at 80 columns the depth (ready), the oldest age, the dead letters and the run
+    time (p95) stay beside the status, then the failure rate. The kind column is as wide as
+    the longest name (at most 15, then `…`); figures are never cut (`fit`). A kind's retrying
+    jobs are in its kind screen (enter) and the retry tile, not a column."""
     return [
         Column("kind", "kind", kind_width, priority=0),
-        Column("ready", "ready", 5, priority=1),
-        Column("status", "status", 27, priority=0, flex=True),
-        Column("oldest", "oldest", 6, priority=0),
-        Column("drain", "drain", 14, priority=2),
-        Column("dead", "dead", 5, priority=3),
-        Column("fail", "fail%", 5, priority=4),
-        Column("running", "run", 4, priority=5),
-        Column("done", "done/m", 6, priority=6),
-        Column("limit", "limit", 9, priority=7),
-        Column("p95", "p95", 6, priority=8),
-        Column("p50", "p50", 6, priority=9),
+        Column("ready", "ready", 5, priority=1, fit=True),
+        Column("status", "status", 27, priority=0, flex=True, shrink=13),
+        Column("oldest", "oldest", 6, priority=0, fit=True),
+        Column("dead", "dead", 5, priority=2, fit=True),
+        Column("p95", "p95", 6, priority=3, fit=True),
+        Column("fail", "fail%", 5, priority=4, fit=True),
+        Column("drain", "drain", 14, priority=5),
+        Column("done", "done/m", 6, priority=6, fit=True),
+        Column("running", "run", 4, priority=7, fit=True),
+        Column("limit", "limit", 9, priority=8),
+        Column("p50", "p50", 6, priority=9, fit=True),
     ]
 
 
@@ -251,21 +251,27 @@ class OverviewPane(KindsPane):
 
         failing = level("failure_rate")
         row_style = level_style(failing, st)
+        # What stops work first (as the alarms are ordered): failing, paused, no worker,
+        # then what else fires, critical first. "no worker" is in full only when alone.
         notes = []
         if failing:
             notes.append("✗ FAIL")
         if k.paused:
             notes.append("⏸ PAUSED")
+        if not k.handled:
+            notes.append("no worker")
         if k.exhausted:
             notes.append(f"{compact(k.exhausted)} EXHAUSTED")
-        if not k.handled:
-            # In full when it is the only note; short next to others, so all fit.
-            notes.append("no worker" if notes else "no worker handles this kind")
         # Every other rule that fires for the kind is named here too, so "ok" means that
         # nothing fires (the alarm line above lists the same rules, with their figures).
-        for rule, word in RULE_NOTES.items():
-            if level(rule):
-                notes.append(f"{'✗' if level(rule) is Level.CRIT else '!'} {word}")
+        fired_notes = [
+            (level(rule), f"{'✗' if level(rule) is Level.CRIT else '!'} {word}")
+            for rule, word in RULE_NOTES.items()
+            if level(rule)
+        ]
+        notes += [note for _, note in sorted(fired_notes, key=lambda n: -n[0])]
+        if notes == ["no worker"]:
+            notes = ["no worker handles this kind"]
         status_level = max([failing, level("no_worker"), *(level(r) for r in RULE_NOTES)])
         status_style = level_style(status_level, st, "bold" if notes else st.muted)
         drain = drain_text(k.drain_s, k.not_draining)
@@ -278,13 +284,13 @@ class OverviewPane(KindsPane):
                 coarse_age(k.oldest_ready_age_s),
                 style=level_style(level("oldest_ready"), st, row_style),
             ),
-            Text(drain, style=drain_style),
             Text(compact(k.dead), style=level_style(level("dead_letters"), st, row_style)),
-            Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
-            Text(compact(k.running), style=row_style),
-            Text(compact(round(k.done_per_min, 1)), style=row_style),
-            Text(limit_text(k), style=st.accent),
             Text(_ms(k.p95_ms), style=row_style),
+            Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
+            Text(drain, style=drain_style),
+            Text(compact(round(k.done_per_min, 1)), style=row_style),
+            Text(compact(k.running), style=row_style),
+            Text(limit_text(k), style=st.accent),
             Text(_ms(k.p50_ms), style=row_style),
         ]
 

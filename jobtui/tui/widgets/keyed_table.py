@@ -2,7 +2,9 @@
 
 Columns have priorities: when the table is narrower than its columns, the least important
 drop (a `+N→` column at the right says how many) and the spare width goes to the one column
-marked `flex` (the one that says what is wrong). `w` shows every column, with a horizontal
+marked `flex` (the one that says what is wrong). A column marked `fit` (ids, counts, ages) is
+as wide as its longest cell, so a number is never cut; any other cell too long for its column
+ends in `…`, never cut silently. `w` shows every column, with a horizontal
 scroll; `g`/home go back to the first row and the left edge.
 
 BINDINGS:
@@ -16,7 +18,7 @@ BINDINGS:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -44,13 +46,17 @@ GHOST_STYLE = "dim strike"
 
 @dataclass(frozen=True)
 class Column:
-    """`priority` 0 never drops; higher numbers drop first. `flex` takes the spare width."""
+    """`priority` 0 never drops; higher numbers drop first. `flex` takes the spare width.
+    `fit`: never cut; the column widens to its longest cell (`width` is the least it gets).
+    `shrink` (flex only): cells it gives up, down to half its width, before a column drops."""
 
     key: str
     label: str
     width: int
     priority: int = 1
     flex: bool = False
+    fit: bool = False
+    shrink: int = 0
 
 
 ColumnSpec = Column | tuple[str, str, int | None]
@@ -73,16 +79,19 @@ def fit_columns(columns: Sequence[Column], available: int, fixed: int) -> tuple[
         (c for c in columns if c.priority > 0),
         key=lambda c: (-c.priority, -columns.index(c)),
     )
+    flex = next((c for c in columns if c.flex), None)
+    # The flex column (its text already cut with `…`) gives up `shrink` cells before a
+    # column drops: where a shorter status beats a hidden figure.
+    give = min(flex.shrink, flex.width // 2) if flex is not None else 0
     for column in droppable:
-        if need(shown, len(columns) - len(shown)) <= available:
+        if need(shown, len(columns) - len(shown)) <= available + give:
             break
         shown.remove(column)
-    # Negative: even the columns that never drop are too wide, and the flex one gives up to
-    # half its width (beyond that, the table scrolls sideways).
+    # Negative: the flex one gives up to half its width (beyond that, the table scrolls
+    # sideways).
     spare = available - need(shown, len(columns) - len(shown))
-    flex = next((c for c in shown if c.flex), None)
     if spare < 0:
-        spare = max(spare, -(flex.width // 2)) if flex is not None else 0
+        spare = max(spare, -(flex.width // 2)) if flex is not None and flex in shown else 0
     return [c.key for c in shown], spare
 
 
@@ -155,6 +164,7 @@ class KeyedTable(DataTable[Text]):
         self._order: list[str] = []
         self._columns: list[str] = []  # the columns now in the DataTable
         self._widths: dict[str, int] = {}
+        self._fitted: dict[str, int] = {}  # widths `fit` columns need for their longest cell
         self._hidden = 0
         self._scrolled = False  # wide and scrolled sideways: the header says so
         self._drawn: LRUCache[tuple[object, ...], list[list[Segment]]] = LRUCache(CELLS_KEPT)
@@ -172,7 +182,35 @@ class KeyedTable(DataTable[Text]):
                 key, label, width = col
                 specs.append(Column(key, label, width or len(label), priority=index))
         self._specs = specs
+        self._fitted = {}
+        self._refit()
         self._relayout(force=True)
+
+    def _sized(self) -> list[Column]:
+        """The columns with each `fit` column as wide as its longest cell."""
+        return [
+            replace(c, width=self._fitted[c.key]) if c.key in self._fitted else c
+            for c in self._specs
+        ]
+
+    def _refit(self) -> bool:
+        """Measure the `fit` columns' longest cells; True when a width must change. A column
+        grows at once and narrows only by two or more, so a count going 9,999 <-> 10,000
+        does not lay the table out on every refresh."""
+        changed = False
+        for index, c in enumerate(self._specs):
+            if not c.fit:
+                continue
+            longest = max(
+                (cells[index].cell_len for cells in self._rows.values() if index < len(cells)),
+                default=0,
+            )
+            need = max(c.width, longest, len(c.label))
+            now = self._fitted.get(c.key, c.width)
+            if need > now or need <= now - 2:
+                self._fitted[c.key] = need
+                changed = changed or need != now
+        return changed
 
     @property
     def hidden_columns(self) -> list[str]:
@@ -194,16 +232,17 @@ class KeyedTable(DataTable[Text]):
     def _relayout(self, *, force: bool = False) -> None:
         fixed = 1 + CELL_PADDING if self.markable else 0
         available = self._available()
+        sized = self._sized()
         if self.wide:
             # Every column, those that never drop first: they stay while the rest scroll.
-            specs = sorted(self._specs, key=lambda c: c.priority != 0)
+            specs = sorted(sized, key=lambda c: c.priority != 0)
             keys, spare = [c.key for c in specs], 0
         elif not available:
-            keys, spare = [c.key for c in self._specs], 0
+            keys, spare = [c.key for c in sized], 0
         else:
-            keys, spare = fit_columns(self._specs, available, fixed)
+            keys, spare = fit_columns(sized, available, fixed)
         widths = {}
-        for c in self._specs:
+        for c in sized:
             if c.key in keys:
                 widths[c.key] = c.width + (spare if c.flex else 0)
         if not force and keys == self._columns and widths == self._widths:
@@ -269,6 +308,11 @@ class KeyedTable(DataTable[Text]):
     def _visible(self, cells: Sequence[Text]) -> list[Text]:
         by_key = {c.key: cell for c, cell in zip(self._specs, cells, strict=False)}
         out = [by_key.get(key, Text("")) for key in self._columns]
+        for cell in out:
+            # One line, and `…` where it is cut (a folded cell's second line is just lost).
+            if cell.overflow is None:
+                cell.overflow = "ellipsis"
+                cell.no_wrap = True
         if self._hidden:
             out.append(Text(""))
         return out
@@ -415,6 +459,14 @@ class KeyedTable(DataTable[Text]):
                 position = self._given.index(cursor_key) if cursor_key in self._given else 0
                 given.insert(min(position, len(given)), cursor_key)
         self._rows, self._given = new_rows, given
+        if self._refit():  # a number grew past its column: lay the table out again
+            present = set(self._arranged()) - {self.ghost}
+            gone_marks = self.marked - present
+            self.marked &= present
+            self._relayout(force=True)
+            if gone_marks:
+                self.post_message(self.MarksChanged(self))
+            return
         keys = self._arranged()
         kept = len(self._order)
         if keys == self._order:
