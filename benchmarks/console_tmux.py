@@ -149,6 +149,15 @@ class TmuxConsole:
     def press(self, key: str) -> None:
         self._tmux("send-keys", "-t", "bench", "-l", key)
 
+    def send(self, *keys: str) -> None:
+        """One `send-keys` of tmux key names and words (`/`, `kind:x`, `Enter`, `C-u`): the
+        keys reach the console in one burst, as a paste or a slow SSH link delivers them."""
+        self._tmux("send-keys", "-t", "bench", *keys)
+
+    def screen(self) -> list[str]:
+        """The pane as it shows now, one string per row."""
+        return self._tmux("capture-pane", "-p", "-t", "bench").splitlines()
+
     def close(self) -> None:
         with contextlib.suppress(ScenarioSkipped, subprocess.TimeoutExpired):
             self._tmux("kill-server")

@@ -73,6 +73,7 @@ from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.screens.help import HelpScreen, Section
 from jobtui.tui.screens.kind import KindScreen
 from jobtui.tui.server import replica_info
@@ -497,6 +498,15 @@ class JobtuiApp(App[int]):
         # collection for a while (a mouse merely moving over the console is not counted).
         if isinstance(event, events.InputEvent) and not isinstance(event, events.MouseMove):
             self.collector.input_seen()
+        # Keys that follow `/` in one burst arrive while the prompt is opening: handed to it in
+        # order (Textual would send them to no widget, or race them against its focus).
+        if (
+            isinstance(event, events.Key | events.Paste)
+            and not event.is_forwarded
+            and isinstance(self.screen, FilterScreen)
+            and self.screen.take_early(event)
+        ):
+            return
         await super().on_event(event)
 
     def action_tab(self, name: str) -> None:

@@ -58,7 +58,9 @@ class DeadData:
 
 class DeadPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter", id="filter"),
+        # A priority key: the prompt opens before the keys that follow it in one burst (a
+        # paste, a slow link) are handed on, so they are typed into it instead of acting here.
+        Binding("slash", "filter", "Filter", id="filter", priority=True),
         # One key, two scopes: on the rows table r/d act on the marked rows or the cursor row;
         # on the groups table on every dead letter of the group (or all matching), and the
         # footer says so in capitals.

@@ -75,7 +75,9 @@ class JobsData:
 
 class JobsPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter", id="filter"),
+        # A priority key: the prompt opens before the keys that follow it in one burst (a
+        # paste, a slow link) are handed on, so they are typed into it instead of acting here.
+        Binding("slash", "filter", "Filter", id="filter", priority=True),
         Binding("a", "toggle_all", "All/unfinished", id="jobs.all"),
         Binding("o", "oldest_ready", "Oldest ready", show=False, id="jobs.oldest"),
         Binding("number_sign", "count_exact", "Exact count", show=False, id="jobs.count_exact"),
