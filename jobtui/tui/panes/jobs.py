@@ -61,6 +61,9 @@ HINT = (
 )
 
 
+AUTO_SEARCH_PAGES = 8  # a text search goes on by itself until a page of matches, or this far
+
+
 @dataclass
 class JobsData:
     rows: list[JobRow]
@@ -71,6 +74,7 @@ class JobsData:
     sought: bool = False  # the oldest ready job was looked for (after `o`)
     oldest: int | None = None  # and found: its id
     pinned: bool = False  # that job is shown though no page loaded holds it
+    flt: JobFilter | None = None  # the filter these rows answer
 
 
 class JobsPane(Pane):
@@ -109,6 +113,8 @@ class JobsPane(Pane):
         self._count_for: JobFilter | None = None
         self._counted_rows: tuple[tuple[int, str], ...] = ()
         self._offered: tuple[bool, bool] | None = None
+        self._shown_for: JobFilter | None = None  # the filter of the rows on screen
+        self._searching = False  # a text search goes on to older rows by itself
         # job id → (what its cells show, its payload, the cells), from the last refresh
         self._row_cells: dict[int, tuple[tuple[object, ...], object, list[Text]]] = {}
 
@@ -132,10 +138,11 @@ class JobsPane(Pane):
     async def load(self, link: Link) -> JobsData:
         size = self.console.config.page_size
         seek = self.seek_oldest
+        flt = self.flt
         rows, before = await load_pages(
             link,
             browse.list_jobs,
-            self.flt,
+            flt,
             pages=self.pages,
             size=size,
             searching=bool(self.flt.text),
@@ -159,7 +166,7 @@ class JobsPane(Pane):
         found = await self._oldest(link, rows) if seek else None
         oldest, pinned = found or (None, False)
         now_at = await link.run(server_now)
-        return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned)
+        return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned, flt)
 
     async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool] | None:
         """The oldest ready job of the kind in force (None: there is none), added to `rows`
@@ -235,6 +242,19 @@ class JobsPane(Pane):
             else:
                 of = f" of kind {clean(self.flt.kind)}" if self.flt.kind else ""
                 self.app.notify(f"No job{of} is ready.", timeout=4, markup=False)
+        self._shown_for = data.flt
+        # A text search whose newest rows hold fewer matches than a page goes on to older
+        # rows by itself (a few pages' worth), so it never looks empty while matches exist.
+        self._searching = (
+            bool(self.flt.text)
+            and data.flt == self.flt
+            and data.more
+            and len(data.rows) < self.console.config.page_size
+            and self.pages < AUTO_SEARCH_PAGES
+        )
+        if self._searching:
+            self.pages += 1
+            self.console.refresh_now()
         self._info()
         self._offer()
 
@@ -265,6 +285,11 @@ class JobsPane(Pane):
             total = CappedCount(self._exact[1], capped=False)
         of = "" if total is None else f" of {total.text}"
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
+        if self._shown_for != self.flt:
+            # The rows below still answer the filter before: say so until the new ones come.
+            parts.append(Text("   loading rows…", style="bold"))
+            self.query_one("#jobs-info", InfoLine).set(*parts)
+            return
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
         if total is not None and total.capped:
             parts.append(Text(" (# exact)", style="dim"))
@@ -274,7 +299,9 @@ class JobsPane(Pane):
             parts.append(Text(f"  · oldest ready #{self._pinned}: beyond the pages", style="dim"))
         if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
             parts.append(Text("  (no such kind has unfinished jobs)", style="bold"))
-        if self.more:
+        if self._searching:
+            parts.append(Text("  · searching older rows…", style="bold"))
+        elif self.more:
             more = "searching: ] searches older rows" if self.flt.text else "] more"
             parts.append(Text(f"  · {more}", style="bold" if self.flt.text else "dim"))
         if table.marked:
