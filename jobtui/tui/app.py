@@ -40,7 +40,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane, Tabs
 
 from jobtui import browse, ops
 from jobtui.config import format_duration
@@ -255,6 +255,10 @@ class JobtuiApp(App[int]):
         yield ConsoleFooter()
 
     def on_mount(self) -> None:
+        # The tab bar takes no focus: Tab moves between a tab's tables only, and the keys of
+        # the tab (r, d, c …) stay in force (digits and the mouse switch tabs).
+        for bar in self.query(Tabs):
+            bar.can_focus = False
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
         self.query_one(Banners).show_env(self.env, self.env_danger)

@@ -304,6 +304,8 @@ class JobsPane(Pane):
         elif self.more:
             more = "searching: ] searches older rows" if self.flt.text else "] more"
             parts.append(Text(f"  · {more}", style="bold" if self.flt.text else "dim"))
+        if table.ghost is not None:
+            parts.append(Text("  + 1 gone (struck through)", style="dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)
@@ -380,6 +382,22 @@ class JobsPane(Pane):
         key = self.query_one("#jobs-table", KeyedTable).current_key
         if key is not None:
             CopyFlow(self.app).ask_row(self.console.link, "job", int(key), to_file=to_file)
+
+    def why_not(self, action: str) -> str | None:
+        fits = FITS.get(action)
+        if fits is None:
+            return None
+        table = self.query_one("#jobs-table", KeyedTable)
+        if table.on_ghost and not table.marked:
+            return "That row is gone (it changed or left this view); move to another row."
+        keys = table.selection()
+        if not keys:
+            return "No job under the cursor."
+        what = {"cancel": "to cancel", "run_now": "to run now", "run_again": "to run again"}
+        if len(keys) == 1:
+            state = self.states.get(keys[0], "gone")
+            return f"Job #{keys[0]} is {state}: nothing {what[action]}."
+        return f"None of the {len(keys)} marked jobs has anything {what[action]}."
 
     def _selected_ids(self) -> list[int]:
         return [int(k) for k in self.query_one("#jobs-table", KeyedTable).selection()]
