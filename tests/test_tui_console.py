@@ -511,7 +511,7 @@ async def test_pause_refresh_help_palette_and_keymap(dsn: str, conn: psycopg.Con
 
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        help_text = rendered(app.screen.query_one("#help-table"))
+        help_text = "\n".join(rendered(w) for w in app.screen.query(".help-table"))
         for needle in ("requeue", "refresh.pause", "ctrl+p", "quit", "mark", "filter"):
             assert needle in help_text
         assert "y " in help_text  # remapped key shown

@@ -67,6 +67,7 @@ from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
 from jobtui.tui.panes.database import DatabasePane
 from jobtui.tui.panes.dead import DeadPane
 from jobtui.tui.panes.jobs import JobsPane
+from jobtui.tui.panes.kinds import KindsPane
 from jobtui.tui.panes.overview import OverviewPane
 from jobtui.tui.panes.pane import Pane
 from jobtui.tui.panes.schedules import SchedulesPane
@@ -593,13 +594,13 @@ class JobtuiApp(App[int]):
             (
                 "Tables",
                 [
-                    ("↑ ↓ pgup pgdn home end", "move", ""),
+                    ("↑ ↓ pgup pgdn", "move", ""),
                     *rows(KeyedTable.BINDINGS),
                     ("enter", "detail / open", ""),
                     ("tab shift+tab", "next / previous table", ""),
                 ],
             ),
-            ("Overview", rows(OverviewPane.BINDINGS)),
+            ("Overview", rows([*KindsPane.BINDINGS, *OverviewPane.BINDINGS])),
             ("Jobs", rows(JobsPane.BINDINGS)),
             ("Dead letters", rows(DeadPane.BINDINGS)),
             ("Workers", rows(WorkersPane.BINDINGS)),
