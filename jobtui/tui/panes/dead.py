@@ -34,7 +34,7 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.panes.pane import SETTLE_S, InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age, differing_part
@@ -98,6 +98,7 @@ class DeadPane(Pane):
             Column("last", "last", 6, priority=1, fit=True),
             Column("first", "first", 6, priority=2, fit=True),
         )
+        self.query_one("#dead-rows", KeyedTable).settle_s = SETTLE_S
         self.query_one("#dead-rows", KeyedTable).setup_columns(
             Column("id", "id", 6, priority=0, fit=True),
             Column("kind", "kind", 15, priority=0),

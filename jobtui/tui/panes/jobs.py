@@ -43,7 +43,7 @@ from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.panes.pane import SETTLE_S, InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
@@ -123,6 +123,8 @@ class JobsPane(Pane):
         yield KeyedTable(markable=True, id="jobs-table")
 
     def on_mount(self) -> None:
+        # Live, rows come and go every second; each time every row below moves (a repaint).
+        self.query_one("#jobs-table", KeyedTable).settle_s = SETTLE_S
         self.query_one("#jobs-table", KeyedTable).setup_columns(
             Column("id", "id", 6, priority=0, fit=True),
             Column("kind", "kind", 15, priority=0),
@@ -304,8 +306,11 @@ class JobsPane(Pane):
         elif self.more:
             more = "searching: ] searches older rows" if self.flt.text else "] more"
             parts.append(Text(f"  · {more}", style="bold" if self.flt.text else "dim"))
-        if table.ghost is not None:
-            parts.append(Text("  + 1 gone (struck through)", style="dim"))
+        gone = len(table.shown_keys) - shown
+        if gone:
+            parts.append(Text(f"  + {gone} gone (struck through)", style="dim"))
+        if table.waiting:
+            parts.append(Text(f"  · {table.waiting} new (any key shows them)", style="dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)

@@ -218,29 +218,29 @@ class OverviewPane(KindsPane):
 
     def _show_sparks(self, snap: Snapshot) -> None:
         """The hour's charts. Depth and oldest age come from the samples workers write once a
-        minute; the last point is always the figure read now (it exists without a worker),
-        and when the samples stop the chart says since when instead of a peak it no longer
-        knows."""
+        minute; when the samples stop the chart says since when instead of a peak it no longer
+        knows, and its last point is the figure read now (it exists without a worker). The
+        titles name the chart only: the tiles above show the figures now, and a title that
+        changed on every refresh redrew the chart's border."""
         history = snap.history
         depth = [float(p.ready or 0) for p in history]
         oldest = [float(p.oldest_ready_age_s or 0) for p in history]
         done = [float(p.done) for p in history]
-        if history:
+        stopped = samples_stopped(snap)
+        if history and stopped:
+            # No worker samples: the figures read now are the only current point. (While
+            # samples come, the chart moves once a minute: a live last point redrew all three
+            # charts on every refresh, most of the live Overview's bytes.)
             depth[-1] = float(snap.totals.ready)
             oldest[-1] = coarse_seconds(snap.oldest_ready_age_s)
-        stopped = samples_stopped(snap)
-        self.query_one("#s-depth", Spark).set(
-            depth, compact(snap.totals.ready), compact(max(depth, default=0)), stopped
-        )
+        self.query_one("#s-depth", Spark).set(depth, "", compact(max(depth, default=0)), stopped)
         self.query_one("#s-oldest", Spark).set(
-            oldest,
-            coarse_age(snap.oldest_ready_age_s),
-            coarse_age(max(oldest, default=0)),
-            stopped,
+            oldest, "", coarse_age(max(oldest, default=0)), stopped
         )
-        self.query_one("#s-done", Spark).set(
-            done, f"{compact(round(snap.done_per_min, 1))}/m", compact(max(done, default=0))
-        )
+        # Finished minutes only: the current minute's count grows on every refresh, and a
+        # chart whose last bar grows is redrawn (border and all) every 2 s.
+        done = done[:-1] or [0.0]
+        self.query_one("#s-done", Spark).set(done, "", compact(max(done, default=0)))
 
     @staticmethod
     def _cells(k: KindFigures, fired: Mapping[str, Level], st: CellStyles) -> list[Text]:

@@ -17,6 +17,7 @@ BINDINGS:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -168,6 +169,14 @@ class KeyedTable(DataTable[Text]):
         self._hidden = 0
         self._scrolled = False  # wide and scrolled sideways: the header says so
         self._drawn: LRUCache[tuple[object, ...], list[list[Segment]]] = LRUCache(CELLS_KEPT)
+        # `settle_s` > 0: rows coming and going (which moves every row below, a repaint of the
+        # whole table) are shown at most that often while nobody presses a key; in between,
+        # rows that went stay struck through and new ones wait (`waiting` counts them).
+        self.settle_s = 0.0
+        self.waiting = 0
+        self._gone: set[str] = set()
+        self._placed_at = 0.0
+        self._touched = False
 
     # --- columns -------------------------------------------------------------------------
 
@@ -389,7 +398,7 @@ class KeyedTable(DataTable[Text]):
         if not self._order or not 0 <= self.cursor_row < len(self._order):
             return None
         key = self._order[self.cursor_row]
-        return None if key == self.ghost else key
+        return None if key == self.ghost or key in self._gone else key
 
     def _key_at(self, index: int) -> str | None:
         return self._order[index] if 0 <= index < len(self._order) else None
@@ -397,11 +406,17 @@ class KeyedTable(DataTable[Text]):
     @property
     def on_ghost(self) -> bool:
         """The cursor is on a row that is gone (kept so the cursor does not jump)."""
-        return self.ghost is not None and self._key_at(self.cursor_row) == self.ghost
+        key = self._key_at(self.cursor_row)
+        return key is not None and (key == self.ghost or key in self._gone)
+
+    @property
+    def shown_keys(self) -> list[str]:
+        """Every row listed, struck-through ones included."""
+        return list(self._order)
 
     @property
     def keys(self) -> list[str]:
-        return [k for k in self._order if k != self.ghost]
+        return [k for k in self._order if k != self.ghost and k not in self._gone]
 
     def selection(self) -> list[str]:
         """The marked keys in display order, else the key under the cursor."""
@@ -445,7 +460,10 @@ class KeyedTable(DataTable[Text]):
         ):
             self.ghost = None  # left, or a new view, or the row is back: a row like any other
         cursor_key = None if self._new_view else self._key_at(self.cursor_row)
+        fresh = self._new_view
         self._new_view = False
+        if self._hold(rows, fresh):
+            return
         # A list of cells is kept as given (not copied): the very list given last time is
         # taken as the same cells (a pane that keeps a row's cells never changes them).
         old_rows = self._rows
@@ -489,6 +507,45 @@ class KeyedTable(DataTable[Text]):
             self._place(keys, self.cursor_row, cursor_key)
         if gone_marks:
             self.post_message(self.MarksChanged(self))
+
+    def _hold(self, rows: Sequence[tuple[str, Sequence[Text]]], fresh: bool) -> bool:
+        """Within `settle_s` of the last change of rows, and with no key pressed since, keep
+        the rows where they are: update the cells of those still there, strike through those
+        that went, count the new ones (`waiting`). True when the rows were held."""
+        now = time.monotonic()
+        given = {key: cells for key, cells in rows}
+        structural = set(given) != set(self._order) - {self.ghost}
+        if not structural:
+            return False  # the same rows: cells only, as always
+        if (
+            fresh
+            or self._touched
+            or not self.settle_s
+            or not self._order
+            or now - self._placed_at >= self.settle_s
+        ):
+            self._placed_at, self._touched = now, False
+            self._gone, self.waiting = set(), 0
+            return False
+        old_rows = self._rows
+        held: dict[str, list[Text]] = {}
+        for key in self._order:
+            if key in given:
+                cells = given[key]
+                held[key] = cells if isinstance(cells, list) else list(cells)
+            elif key in self._gone or key == self.ghost:
+                held[key] = old_rows[key]
+            else:
+                self._gone.add(key)
+                held[key] = [Text(c.plain, style=GHOST_STYLE) for c in old_rows[key]]
+        self.waiting = len(set(given) - set(self._order))
+        self._rows = held
+        self._update_cells(self._order, old_rows)
+        return True
+
+    def on_key(self, event: object) -> None:
+        """A key pressed here: the next refresh shows the rows as they are at once."""
+        self._touched = True
 
     def _update_cells(self, keys: list[str], old_rows: dict[str, list[Text]]) -> None:
         """Redraw the cells of `keys` (rows already shown) that would look different; a row

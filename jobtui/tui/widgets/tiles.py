@@ -81,7 +81,7 @@ class Spark(Vertical):
         if data != self._values:
             self._values = data
             self.query_one(Sparkline).data = data
-        title = f"{self._label} {current}"
+        title = f"{self._label} {current}".rstrip()
         if title != self._title:
             self._title = title
             self.border_title = title
