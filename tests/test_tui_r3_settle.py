@@ -31,10 +31,10 @@ async def test_new_and_gone_rows_wait_for_a_key_or_the_settle_time(
         # … within the settle time it waits, counted; the finished one is struck through.
         await until(pilot, lambda: table.waiting == 1, timeout=5)
         assert len(table.keys) == 4 and len(table.shown_keys) == 5
-        assert "1 new" in _info(app) and "1 gone" in _info(app), _info(app)
+        assert "new rows" in _info(app) and "1 gone" in _info(app), _info(app)
         polls = app.polls
         await until(pilot, lambda: app.polls >= polls + 2)
         assert table.waiting == 1  # still held: no key pressed, settle time not over
         await pilot.press("k")  # any key in the table: the rows as they are, at once
         await until(pilot, lambda: len(table.keys) == 5 and table.waiting == 0, timeout=5)
-        assert len(table.shown_keys) == 5 and "new" not in _info(app)
+        assert len(table.shown_keys) == 5 and "new rows" not in _info(app)

@@ -310,7 +310,8 @@ class JobsPane(Pane):
         if gone:
             parts.append(Text(f"  + {gone} gone (struck through)", style="dim"))
         if table.waiting:
-            parts.append(Text(f"  · {table.waiting} new (any key shows them)", style="dim"))
+            # Not a count: one that changed on every refresh redrew the line every 2 s.
+            parts.append(Text("  · new rows (any key shows them)", style="dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)

@@ -27,7 +27,7 @@ F = TypeVar("F")
 # Live tables (Jobs, dead-letter rows): rows coming and going are shown at most this often while
 # no key is pressed (KeyedTable.settle_s); a change of rows moves every row below it, which
 # redraws the whole table, and the live demo changes them every second.
-SETTLE_S = 10.0
+SETTLE_S = 20.0
 
 WRITE_ACTIONS = frozenset(
     {
