@@ -19,10 +19,12 @@ letters) are counted as EXHAUSTED in the status, never as ready.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -98,6 +100,7 @@ def kind_columns(kind_width: int) -> list[Column]:
     ]
 
 
+FIGURES_EVERY_S = 6.0  # seconds: the live figures' redraw, while the same alarms fire
 SAMPLES_LATE = 2  # minutes: a sample this late means no worker writes them now
 
 
@@ -125,6 +128,8 @@ def level_style(level: Level, st: CellStyles, calm: str = "") -> str:
 
 
 class OverviewPane(KindsPane):
+    _shape: tuple[object, ...] = ()
+    _drawn_at = 0.0
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("A", "alarms", "Alarms", id="overview.alarms"),
     ]
@@ -173,6 +178,17 @@ class OverviewPane(KindsPane):
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
         firings = alerts.evaluate(snap, self.console.config.alerts)
+        # While the same alarms fire for the same kinds, the figures are redrawn at most every
+        # FIGURES_EVERY_S (live, every count changes on every refresh: most of what the
+        # Overview sent); a new alarm, a kind coming or going, or a key pressed shows at once.
+        now = time.monotonic()
+        shape = (
+            tuple((f.rule, f.kind, f.level) for f in firings),
+            tuple(sorted(k.kind for k in snap.kinds)),
+        )
+        if shape == self._shape and now - self._drawn_at < FIGURES_EVERY_S:
+            return
+        self._shape, self._drawn_at = shape, now
         self.query_one("#alarms", AlarmList).show(firings)
         self._show_tiles(snap, firings)
         self._show_sparks(snap)
@@ -293,6 +309,15 @@ class OverviewPane(KindsPane):
             Text(limit_text(k), style=st.accent),
             Text(_ms(k.p50_ms), style=row_style),
         ]
+
+    def on_key(self, event: events.Key) -> None:
+        """A key here: the next refresh draws the figures at once."""
+        self._drawn_at = 0.0
+        super().on_key(event)
+
+    def on_show(self, event: events.Show) -> None:
+        """Back on this tab: its figures are drawn with the next refresh, not held."""
+        self._drawn_at = 0.0
 
     def action_alarms(self) -> None:
         """Every alarm firing now, in a screen of its own."""
