@@ -524,8 +524,8 @@ class KeyedTable(DataTable[Text]):
             or not self._order
             or now - self._placed_at >= self.settle_s
         ):
-            # A new view, a first fill or a key is not a live change: the first live change after it is
-            # shown at once, and the ones that follow it within settle_s wait.
+            # A new view, a first fill or a key is not a live change: the first live change
+            # after it is shown at once, and the ones that follow it within settle_s wait.
             self._placed_at = 0.0 if fresh or self._touched or not self._order else now
             self._touched = False
             self._gone, self.waiting = set(), 0
