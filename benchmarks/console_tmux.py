@@ -10,11 +10,14 @@ sent, the redraw it causes is waited out (`settle`), and then FILE's growth over
 windows of `window` seconds with no key pressed gives B/s.
 
 `--live` adds a worker processing a trickle of no-op jobs (2 a second by default) while it is
-measured, as on the live demo. `--short` is a quick form for a test: 80×24, one 5 s window per
-tab.
+measured. `--demo` measures `jobtui demo` as shipped instead (its embedded server, worker,
+trickle of jobs and console, in a fresh --data-dir): the figure the README calls "live demo".
+`--short` is a quick form for a test: 80×24, one 5 s window per tab.
 
     python benchmarks/console_tmux.py                  # 80×24 and 120×40, idle, 3×10 s per tab
     python benchmarks/console_tmux.py --live           # … with a worker and a trickle of jobs
+    python benchmarks/console_tmux.py --demo --sizes 80x24 --window 20 --windows 1
+                                                       # `jobtui demo` as shipped, 20 s windows
     python benchmarks/console_tmux.py --short --json   # ~40 s; one JSON line for a test
     python benchmarks/console_tmux.py --dsn postgresql://…/db   # an existing jobtui database
 
@@ -85,7 +88,15 @@ class TabBytes:
 class TmuxConsole:
     """The console in a detached tmux pane on a private tmux server; `close()` ends both."""
 
-    def __init__(self, dsn: str, cols: int, rows: int, workdir: Path, refresh: float) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        cols: int,
+        rows: int,
+        workdir: Path,
+        refresh: float,
+        command: list[str] | None = None,
+    ) -> None:
         if shutil.which("tmux") is None:
             raise ScenarioSkipped("tmux is not installed (apt-get install tmux)")
         self.socket = f"jobtui-bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -104,11 +115,12 @@ class TmuxConsole:
         for name in ("COLUMNS", "LINES", "NO_COLOR", "TEXTUAL", "TMUX", "TMUX_PANE"):
             env.pop(name, None)
         self.env = env
-        command = " ".join(shlex.quote(a) for a in console_command(dsn, refresh))
+        argv = command or console_command(dsn, refresh)
+        command_line = " ".join(shlex.quote(a) for a in argv)
         try:
             self._tmux(
                 "-f", str(config), "new-session", "-d", "-s", "bench",
-                "-x", str(cols), "-y", str(rows), "-c", str(Path.cwd()), command,
+                "-x", str(cols), "-y", str(rows), "-c", str(Path.cwd()), command_line,
             )  # fmt: skip
         except ScenarioSkipped:
             self._remove_socket()
@@ -148,6 +160,15 @@ class TmuxConsole:
 
     def press(self, key: str) -> None:
         self._tmux("send-keys", "-t", "bench", "-l", key)
+
+    def send(self, *keys: str) -> None:
+        """One `send-keys` of tmux key names and words (`/`, `kind:x`, `Enter`, `C-u`): the
+        keys reach the console in one burst, as a paste or a slow SSH link delivers them."""
+        self._tmux("send-keys", "-t", "bench", *keys)
+
+    def screen(self) -> list[str]:
+        """The pane as it shows now, one string per row."""
+        return self._tmux("capture-pane", "-p", "-t", "bench").splitlines()
 
     def close(self) -> None:
         with contextlib.suppress(ScenarioSkipped, subprocess.TimeoutExpired):
@@ -229,6 +250,7 @@ def measure(
     refresh: float = 2.0,
     workdir: Path | None = None,
     by_row: bool = False,
+    demo: bool = False,
 ) -> list[TabBytes]:
     """B/s the console writes to a tmux pane of cols×rows, per tab, with no key pressed."""
     own_dir = workdir is None
@@ -238,13 +260,14 @@ def measure(
         with contextlib.ExitStack() as stack:
             if live:
                 stack.enter_context(trickle(dsn, work, per_second))
-            console = TmuxConsole(dsn, cols, rows, work, refresh)
+            command = demo_command(work / f"demo-{uuid.uuid4().hex[:6]}") if demo else None
+            console = TmuxConsole(dsn, cols, rows, work, refresh, command)
             stack.callback(console.close)
             time.sleep(startup)
             console.check_alive()
             console.start_capture()
             for key in tabs:
-                got = TabBytes(f"{cols}x{rows}", TABS.get(key, key), live)
+                got = TabBytes(f"{cols}x{rows}", TABS.get(key, key), live or demo)
                 console.press(key)
                 time.sleep(settle)
                 start = console.captured()
@@ -264,6 +287,26 @@ def measure(
         if own_dir:
             shutil.rmtree(work, ignore_errors=True)
     return results
+
+
+def demo_command(data_dir: Path) -> list[str]:
+    """`jobtui demo` as a newcomer runs it, in a directory of its own."""
+    return [sys.executable, "-m", "jobtui", "demo", "--data-dir", str(data_dir)]
+
+
+def print_table(results: list[TabBytes]) -> None:
+    """The per-tab table the issue asks for: idle and live B/s side by side (medians)."""
+    sizes = sorted({r.size for r in results})
+    for size in sizes:
+        print(f"\n  {size}: B/s per tab (median of the windows)")
+        print(f"    {'tab':<13} {'idle':>8} {'live':>8}")
+        for tab in TABS.values():
+            cells = []
+            for live in (False, True):
+                found = [r for r in results if r.size == size and r.tab == tab and r.live == live]
+                median = TabBytes.to_dict(found[0])["median"] if found else None
+                cells.append("–" if median is None else f"{median:,.0f}")
+            print(f"    {tab:<13} {cells[0]:>8} {cells[1]:>8}")
 
 
 def print_results(results: list[TabBytes]) -> None:
@@ -343,6 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", type=int, default=3, help="windows per tab")
     parser.add_argument("--live", action="store_true", help="a worker and a trickle of jobs")
     parser.add_argument("--rate", type=float, default=2.0, help="--live: jobs per second")
+    parser.add_argument(
+        "--demo", action="store_true", help="measure `jobtui demo` as shipped (live)"
+    )
+    parser.add_argument(
+        "--idle-and-demo", action="store_true", help="both: the idle data set, then the demo"
+    )
     parser.add_argument("--short", action="store_true", help="80x24, 6 s start-up, 1×5 s")
     parser.add_argument("--rows", action="store_true", help="also bytes by screen row")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
@@ -360,8 +409,14 @@ def main(argv: list[str] | None = None) -> int:
     if any(k not in TABS for k in args.tabs):
         parser.error(f"--tabs: keys from {''.join(TABS)}")
     with contextlib.ExitStack() as stack:
-        dsn = args.dsn or stack.enter_context(benchmark_db(args.data == "quick"))
+        only_demo = args.demo and not args.idle_and_demo
+        dsn = (
+            "" if only_demo else args.dsn or stack.enter_context(benchmark_db(args.data == "quick"))
+        )
         live = f", live: a worker and {args.rate:g} jobs/s" if args.live else ""
+        if args.demo or args.idle_and_demo:
+            live += ", live: `jobtui demo` as shipped"
+            args.startup = max(args.startup, 15.0)  # the demo starts its own server first
         print(
             f"console via tmux {shutil.which('tmux')} ({tmux_version()}), refresh 2 s, "
             f"start-up {args.startup:g} s, settle {args.settle:g} s after each tab key, "
@@ -370,25 +425,29 @@ def main(argv: list[str] | None = None) -> int:
         )
         results: list[TabBytes] = []
         try:
+            modes = [False, True] if args.idle_and_demo else [args.demo]
             for cols, rows in sizes:
-                got = measure(
-                    dsn,
-                    cols,
-                    rows,
-                    tabs=args.tabs,
-                    startup=args.startup,
-                    settle=args.settle,
-                    window=args.window,
-                    windows=args.windows,
-                    live=args.live,
-                    per_second=args.rate,
-                    by_row=args.rows,
-                )
-                print_results(got)
-                results += got
+                for demo in modes:
+                    got = measure(
+                        dsn,
+                        cols,
+                        rows,
+                        tabs=args.tabs,
+                        startup=args.startup,
+                        settle=args.settle,
+                        window=args.window,
+                        windows=args.windows,
+                        live=args.live and not demo,
+                        per_second=args.rate,
+                        by_row=args.rows,
+                        demo=demo,
+                    )
+                    print_results(got)
+                    results += got
         except ScenarioSkipped as exc:
             print(f"console_tmux: {exc}", file=sys.stderr)
             return 1
+    print_table(results)
     if args.json:
         print(json.dumps({"results": [r.to_dict() for r in results]}))
     return 0

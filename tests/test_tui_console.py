@@ -511,7 +511,7 @@ async def test_pause_refresh_help_palette_and_keymap(dsn: str, conn: psycopg.Con
 
         await pilot.press("question_mark")
         await until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        help_text = rendered(app.screen.query_one("#help-table"))
+        help_text = "\n".join(rendered(w) for w in app.screen.query(".help-table"))
         for needle in ("requeue", "refresh.pause", "ctrl+p", "quit", "mark", "filter"):
             assert needle in help_text
         assert "y " in help_text  # remapped key shown
@@ -563,7 +563,7 @@ async def test_overview_and_workers_show_kinds(
             await until(pilot, lambda: len(kinds.keys) == 2)
             assert kinds.keys[0] == "slow.kind"  # the troubled kind first
             text = rendered(kinds)
-            assert "no worker handles this kind" in text
+            assert "no worker, ✗ OLD" in text  # no worker first (issue 26 item 5)
             assert app.query_one("#t-oldest").has_class("-crit")
             assert "!!" in rendered(app.query_one("#t-oldest"))
             await pilot.press("P")  # pause the kind under the cursor: it asks first

@@ -215,10 +215,8 @@ async def test_a_search_draws_its_first_scope_and_says_it_goes_on(
         jobs = table(app, "#jobs-table")
         await until(pilot, lambda: len(jobs.keys) == 100)  # one page
         await filter_jobs(app, pilot, "needle")
-        await until(pilot, lambda: set(jobs.keys) == {str(ids[109]), str(ids[99])})
-        await until(pilot, lambda: "searching: ] searches older rows" in info(app))
-        assert "2 shown (# counts)" in info(app)
-        await pilot.press("right_square_bracket")
+        # Fewer matches than a page in the newest rows: the search goes on to older rows by
+        # itself (issue 26: a text search never looks empty while matches exist).
         await until(pilot, lambda: set(jobs.keys) == {str(i) for i in needles})
         await until(pilot, lambda: "searching" not in info(app))
         await pilot.press("number_sign")

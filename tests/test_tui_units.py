@@ -73,8 +73,11 @@ def test_coarse_age_ticks_rarely() -> None:
     from jobtui.tui.texts import coarse_age
 
     assert [coarse_age(s) for s in (0, 3, 6, 119, 120, 3599, 3600, 90000)] == [
-        "5s", "5s", "10s", "120s", "2m", "59m", "1h00m", "1d1h",
+        "5s", "5s", "10s", "1m", "2m", "59m", "1h00m", "1d1h",
     ]  # fmt: skip
+    # Issue 26 item 13: past a minute an age moves in minutes (a static row a minute old
+    # no longer redraws every 5 s).
+    assert len({coarse_age(s) for s in range(60, 120)}) == 1
     assert coarse_age(None) == "–"
     # Between 2 min and 1 h the text changes once a minute, not once a second.
     assert len({coarse_age(s) for s in range(600, 660)}) == 1

@@ -54,6 +54,10 @@ def make_job(kind: str, rng: random.Random, *, delay: timedelta | None = None) -
             "email": "n/a" if bad else _email(rng),
             "crm": "salesforce-sandbox",
         }
+    elif kind == "rebuild_search_index":
+        payload = {"tenant": f"tenant-{rng.randint(1, 40)}", "batches": 60}
+    elif kind == "import_catalog":
+        payload = {"supplier": rng.choice(("acme", "globex", "initech")), "steps": 60}
     else:
         payload = {
             "endpoint": f"https://hooks.customer-{rng.randint(1, 40)}.example/jobtui",
@@ -73,6 +77,7 @@ def initial_jobs(rng: random.Random) -> list[JobSpec]:
     jobs += [make_job("generate_report", rng) for _ in range(10)]
     jobs += [make_job("export_crm", rng) for _ in range(40)]
     jobs += [make_job("deliver_webhook", rng) for _ in range(30)]
+    jobs += [make_job(k, rng) for k in ("rebuild_search_index", "import_catalog") for _ in "ab"]
     for _ in range(20):
         kind = rng.choice(("send_email", "generate_report", "deliver_webhook"))
         jobs.append(make_job(kind, rng, delay=timedelta(minutes=rng.randint(2, 90))))
@@ -82,7 +87,15 @@ def initial_jobs(rng: random.Random) -> list[JobSpec]:
 
 def trickle_jobs(rng: random.Random) -> list[JobSpec]:
     """A few new jobs, as an application would enqueue them each second."""
-    weights = (("send_email", 4), ("export_crm", 3), ("deliver_webhook", 3), ("generate_report", 1))
+    weights = (
+        ("send_email", 4),
+        ("export_crm", 3),
+        ("deliver_webhook", 3),
+        ("generate_report", 1),
+        # About one a minute of each: with runs of 1-3 minutes, one or two always running.
+        ("rebuild_search_index", 0.06),
+        ("import_catalog", 0.06),
+    )
     kinds = rng.choices(
         [k for k, _ in weights], weights=[w for _, w in weights], k=rng.randint(1, 4)
     )

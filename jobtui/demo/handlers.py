@@ -1,10 +1,15 @@
-"""The demo's application: handlers for four kinds of work.
+"""The demo's application: handlers for six kinds of work.
 
 `jobtui demo` runs `jobtui worker --app jobtui.demo.handlers`, so this module is also an example of
 a handlers module. The kinds behave like real ones: e-mail batches are quick, reports are slow,
 the CRM export talks to a flaky third-party API (about 40 % of calls fail with the chained
 exceptions a real HTTP client raises, so retries and dead letters appear within seconds), and
 webhooks fail now and then. Back-off is seconds, not minutes, so the demo moves.
+
+Two kinds run for minutes (a search index rebuild, a catalogue import), so there is always a
+running job an operator can practise cancelling: `c` on it in the Jobs tab, and the handler stops
+(the async one is cancelled; the plain one calls `current_job().check_cancelled()` between
+steps).
 """
 
 from __future__ import annotations
@@ -16,10 +21,20 @@ import time
 from typing import Any
 
 from jobtui.registry import Registry
+from jobtui.worker import current_job
 
 registry = Registry()
 
-KINDS = ("send_email", "generate_report", "export_crm", "deliver_webhook")
+KINDS = (
+    "send_email",
+    "generate_report",
+    "export_crm",
+    "deliver_webhook",
+    "rebuild_search_index",
+    "import_catalog",
+)
+LONG_KINDS = ("rebuild_search_index", "import_catalog")  # minutes each: cancel one while it runs
+LONG_RUN_S = (60.0, 180.0)  # how long a long job runs, at random within these
 CRM_FAILURE_RATE = 0.4
 
 
@@ -127,6 +142,30 @@ async def deliver_webhook(payload: dict[str, Any]) -> None:
             raise ConnectionRefusedError(111, "Connection refused")
         except ConnectionRefusedError as exc:
             raise HTTPError(503, "Service Unavailable", endpoint) from exc
+
+
+# --- long-running work -----------------------------------------------------------------------
+
+
+@registry.handler("rebuild_search_index", max_attempts=2, timeout=600, backoff_base=5)
+async def rebuild_search_index(payload: dict[str, Any]) -> None:
+    """Reindex a tenant's documents in batches: a few minutes; a cancel stops it at once."""
+    batches = int(payload.get("batches", 60))
+    pause = random.uniform(*LONG_RUN_S) / max(1, batches)
+    for _ in range(batches):
+        await asyncio.sleep(pause)
+
+
+@registry.handler("import_catalog", max_attempts=2, timeout=600, backoff_base=5)
+def import_catalog(payload: dict[str, Any]) -> None:
+    """Import a supplier's catalogue row by row in a thread, checking for a cancel each step."""
+    steps = int(payload.get("steps", 60))
+    pause = random.uniform(*LONG_RUN_S) / max(1, steps)
+    job = current_job()
+    for _ in range(steps):
+        if job is not None:
+            job.check_cancelled()  # raises JobCancelled: the job ends cancelled, not succeeded
+        time.sleep(pause)
 
 
 # Periodic jobs, so the Schedules tab has something to show: each tick is enqueued once however

@@ -40,7 +40,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.timer import Timer
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import TabbedContent, TabPane, Tabs
 
 from jobtui import browse, ops
 from jobtui.config import format_duration
@@ -67,12 +67,14 @@ from jobtui.tui.keys import HELP_NOTES, HELP_TEXT, key_display
 from jobtui.tui.panes.database import DatabasePane
 from jobtui.tui.panes.dead import DeadPane
 from jobtui.tui.panes.jobs import JobsPane
+from jobtui.tui.panes.kinds import KindsPane
 from jobtui.tui.panes.overview import OverviewPane
 from jobtui.tui.panes.pane import Pane
 from jobtui.tui.panes.schedules import SchedulesPane
 from jobtui.tui.panes.workers import WorkersPane
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
 from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.screens.help import HelpScreen, Section
 from jobtui.tui.screens.kind import KindScreen
 from jobtui.tui.server import replica_info
@@ -153,6 +155,10 @@ def db_time_text(ms: float) -> str:
     return f"{ms / 1000:.1f} s"
 
 
+SIXTEEN_COLOURS = ("standard", "windows")  # rich's names for 16- and 8-colour terminals
+ANSI_THEME = "ansi-dark"
+
+
 class JobtuiApp(App[int]):
     """The console. `config` carries refresh, thresholds, read-only and the keymap."""
 
@@ -193,6 +199,12 @@ class JobtuiApp(App[int]):
         opening: DeepLink | None = None,
     ) -> None:
         super().__init__()
+        if self.console.color_system in SIXTEEN_COLOURS and not self.no_color:
+            # The theme's hex colours fold onto the 16 ANSI ones badly: orange (warning,
+            # accent) and crimson (error) both become bright red, so WARN, CRIT, the
+            # footer's keys and the cursor row's alarms read alike. The terminal's own
+            # colours keep red, yellow and the cursor apart.
+            self.theme = ANSI_THEME
         self.opening = opening or DeepLink()
         self.env = env.strip() if env and env.strip() else None
         self.env_danger = self.env is not None and env_is_dangerous(self.env, env_danger_pattern)
@@ -244,6 +256,10 @@ class JobtuiApp(App[int]):
         yield ConsoleFooter()
 
     def on_mount(self) -> None:
+        # The tab bar takes no focus: Tab moves between a tab's tables only, and the keys of
+        # the tab (r, d, c …) stay in force (digits and the mouse switch tabs).
+        for bar in self.query(Tabs):
+            bar.can_focus = False
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
         self.query_one(Banners).show_env(self.env, self.env_danger)
@@ -460,6 +476,16 @@ class JobtuiApp(App[int]):
                 timeout=8,
             )
 
+    def note_read(self, error: str | None) -> None:
+        """See `Host.note_read`: the detail's own reads keep the status line current (the
+        tabs do not poll under it)."""
+        if error is not None:
+            self._set_down(error)
+        else:
+            self._set_up()
+            self.updated_at = time.time()
+        self._render_status()
+
     def _set_down(self, message: str) -> None:
         self.db_error = message
         self.query_one("#tabs").add_class("-stale")
@@ -477,6 +503,15 @@ class JobtuiApp(App[int]):
         # collection for a while (a mouse merely moving over the console is not counted).
         if isinstance(event, events.InputEvent) and not isinstance(event, events.MouseMove):
             self.collector.input_seen()
+        # Keys that follow `/` in one burst arrive while the prompt is opening: handed to it in
+        # order (Textual would send them to no widget, or race them against its focus).
+        if (
+            isinstance(event, events.Key | events.Paste)
+            and not event.is_forwarded
+            and isinstance(self.screen, FilterScreen)
+            and self.screen.take_early(event)
+        ):
+            return
         await super().on_event(event)
 
     def action_tab(self, name: str) -> None:
@@ -559,13 +594,13 @@ class JobtuiApp(App[int]):
             (
                 "Tables",
                 [
-                    ("↑ ↓ pgup pgdn home end", "move", ""),
+                    ("↑ ↓ pgup pgdn", "move", ""),
                     *rows(KeyedTable.BINDINGS),
                     ("enter", "detail / open", ""),
                     ("tab shift+tab", "next / previous table", ""),
                 ],
             ),
-            ("Overview", rows(OverviewPane.BINDINGS)),
+            ("Overview", rows([*KindsPane.BINDINGS, *OverviewPane.BINDINGS])),
             ("Jobs", rows(JobsPane.BINDINGS)),
             ("Dead letters", rows(DeadPane.BINDINGS)),
             ("Workers", rows(WorkersPane.BINDINGS)),

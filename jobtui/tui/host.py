@@ -26,11 +26,17 @@ class Host(Protocol):
 
     link: Link
     config: ConsoleConfig
+    refresh_s: float
+    refresh_paused: bool
 
     @property
     def read_only(self) -> bool: ...
 
     def refresh_now(self) -> None: ...
+
+    def note_read(self, error: str | None) -> None:
+        """A screen that reads for itself (a detail) read the database just now: the status
+        line says live (error None) or DB DOWN (the reason) as the tabs' refresh would."""
 
     def palette_entries(self) -> list[PaletteEntry]: ...
 

@@ -55,6 +55,7 @@ HELP_TEXT = {
     "database.drop_slot": "drop the replication slot holding back vacuum (asks; audited)",
     "requeue.group": "requeue every dead letter of the group, or all matching (asks)",
     "delete.group": "delete every dead letter of the group, or all matching (asks)",
+    "overview.alarms": "every alarm firing, worst first (the Overview shows the first few)",
     "pause_kind": "pause / resume the kind under the cursor",
     "kind_limits": "set / clear the kind's concurrency and rate limits (asks)",
     "worker.quiet": "quiet the worker (stops claiming, running jobs finish) / resume it (asks)",

@@ -32,17 +32,27 @@ def coarse_age(seconds: float | None) -> str:
 
     A cell that ticks redraws on every refresh: over SSH that is most of what an idle console
     sends. Under two minutes it counts in steps of 5 s (rounded up, so a fresh age is never
-    shown as 0), then minutes under a day (no seconds), then days and hours: `5s`, `45s`,
-    `17m`, `3h05m`, `2d4h`.
+    shown as 0), then from a minute on in minutes under a day (no seconds), then days and
+    hours: `5s`, `45s`, `1m`, `17m`, `3h05m`, `2d4h`. A static row a minute old changes once
+    a minute, not every 5 s.
     """
     if seconds is None:
         return "–"
     s = max(0, int(seconds))
-    if s < 120:
+    if s < 60:
         return f"{max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP)}s"
     if s < 3600:
         return f"{s // 60}m"
     return format_duration(s)  # hours and minutes, days and hours
+
+
+def coarse_seconds(seconds: float | None) -> float:
+    """The age `coarse_age` shows, in seconds: a chart of ages fed these changes no more
+    often than the text beside it."""
+    s = max(0, int(seconds or 0))
+    if s < 60:
+        return float(max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP))
+    return float(s - s % (60 if s < 86400 else 3600))
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -34,7 +34,7 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.panes.pane import SETTLE_S, InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age, differing_part
@@ -58,7 +58,9 @@ class DeadData:
 
 class DeadPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter", id="filter"),
+        # A priority key: the prompt opens before the keys that follow it in one burst (a
+        # paste, a slow link) are handed on, so they are typed into it instead of acting here.
+        Binding("slash", "filter", "Filter", id="filter", priority=True),
         # One key, two scopes: on the rows table r/d act on the marked rows or the cursor row;
         # on the groups table on every dead letter of the group (or all matching), and the
         # footer says so in capitals.
@@ -91,19 +93,20 @@ class DeadPane(Pane):
     def on_mount(self) -> None:
         self.query_one("#dead-groups", KeyedTable).setup_columns(
             Column("kind", "kind", 15, priority=0),
-            Column("count", "count", 6, priority=0),
+            Column("count", "count", 6, priority=0, fit=True),
             Column("sig", "error signature", 24, priority=0, flex=True),
-            Column("last", "last", 6, priority=1),
-            Column("first", "first", 6, priority=2),
+            Column("last", "last", 6, priority=1, fit=True),
+            Column("first", "first", 6, priority=2, fit=True),
         )
+        self.query_one("#dead-rows", KeyedTable).settle_s = SETTLE_S
         self.query_one("#dead-rows", KeyedTable).setup_columns(
-            Column("id", "id", 6, priority=0),
+            Column("id", "id", 6, priority=0, fit=True),
             Column("kind", "kind", 15, priority=0),
-            Column("died", "died ago", 8, priority=1),
+            Column("died", "died ago", 8, priority=1, fit=True),
             Column("error", "error", 20, priority=0, flex=True),
             Column("payload", "payload", 30, priority=2),
             Column("reason", "reason", 9, priority=3),
-            Column("att", "att", 5, priority=4),
+            Column("att", "att", 5, priority=4, fit=True),
         )
         self.query_one("#dead-groups").border_title = "groups"
         self.query_one("#dead-rows").border_title = "dead letters"

@@ -43,7 +43,7 @@ from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.panes.pane import SETTLE_S, InfoLine, Pane, ask_filter, load_pages
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
@@ -61,6 +61,9 @@ HINT = (
 )
 
 
+AUTO_SEARCH_PAGES = 8  # a text search goes on by itself until a page of matches, or this far
+
+
 @dataclass
 class JobsData:
     rows: list[JobRow]
@@ -71,11 +74,14 @@ class JobsData:
     sought: bool = False  # the oldest ready job was looked for (after `o`)
     oldest: int | None = None  # and found: its id
     pinned: bool = False  # that job is shown though no page loaded holds it
+    flt: JobFilter | None = None  # the filter these rows answer
 
 
 class JobsPane(Pane):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "filter", "Filter", id="filter"),
+        # A priority key: the prompt opens before the keys that follow it in one burst (a
+        # paste, a slow link) are handed on, so they are typed into it instead of acting here.
+        Binding("slash", "filter", "Filter", id="filter", priority=True),
         Binding("a", "toggle_all", "All/unfinished", id="jobs.all"),
         Binding("o", "oldest_ready", "Oldest ready", show=False, id="jobs.oldest"),
         Binding("number_sign", "count_exact", "Exact count", show=False, id="jobs.count_exact"),
@@ -107,6 +113,8 @@ class JobsPane(Pane):
         self._count_for: JobFilter | None = None
         self._counted_rows: tuple[tuple[int, str], ...] = ()
         self._offered: tuple[bool, bool] | None = None
+        self._shown_for: JobFilter | None = None  # the filter of the rows on screen
+        self._searching = False  # a text search goes on to older rows by itself
         # job id → (what its cells show, its payload, the cells), from the last refresh
         self._row_cells: dict[int, tuple[tuple[object, ...], object, list[Text]]] = {}
 
@@ -115,14 +123,16 @@ class JobsPane(Pane):
         yield KeyedTable(markable=True, id="jobs-table")
 
     def on_mount(self) -> None:
+        # Live, rows come and go every second; each time every row below moves (a repaint).
+        self.query_one("#jobs-table", KeyedTable).settle_s = SETTLE_S
         self.query_one("#jobs-table", KeyedTable).setup_columns(
-            Column("id", "id", 6, priority=0),
+            Column("id", "id", 6, priority=0, fit=True),
             Column("kind", "kind", 15, priority=0),
             Column("state", "state", 10, priority=0),
-            Column("when", "when", 8, priority=1),
-            Column("error", "last error", 20, priority=0, flex=True),
+            Column("when", "when", 8, priority=1, fit=True),
+            Column("error", "last error", 20, priority=0, flex=True, shrink=2),
             Column("payload", "payload", 30, priority=2),
-            Column("att", "att", 5, priority=3),
+            Column("att", "att", 5, priority=3, fit=True),
             Column("worker", "worker", 22, priority=4),
         )
         self._info()
@@ -130,10 +140,11 @@ class JobsPane(Pane):
     async def load(self, link: Link) -> JobsData:
         size = self.console.config.page_size
         seek = self.seek_oldest
+        flt = self.flt
         rows, before = await load_pages(
             link,
             browse.list_jobs,
-            self.flt,
+            flt,
             pages=self.pages,
             size=size,
             searching=bool(self.flt.text),
@@ -157,7 +168,7 @@ class JobsPane(Pane):
         found = await self._oldest(link, rows) if seek else None
         oldest, pinned = found or (None, False)
         now_at = await link.run(server_now)
-        return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned)
+        return JobsData(rows, more, total, now_at, kinds, found is not None, oldest, pinned, flt)
 
     async def _oldest(self, link: Link, rows: list[JobRow]) -> tuple[int | None, bool] | None:
         """The oldest ready job of the kind in force (None: there is none), added to `rows`
@@ -233,6 +244,19 @@ class JobsPane(Pane):
             else:
                 of = f" of kind {clean(self.flt.kind)}" if self.flt.kind else ""
                 self.app.notify(f"No job{of} is ready.", timeout=4, markup=False)
+        self._shown_for = data.flt
+        # A text search whose newest rows hold fewer matches than a page goes on to older
+        # rows by itself (a few pages' worth), so it never looks empty while matches exist.
+        self._searching = (
+            bool(self.flt.text)
+            and data.flt == self.flt
+            and data.more
+            and len(data.rows) < self.console.config.page_size
+            and self.pages < AUTO_SEARCH_PAGES
+        )
+        if self._searching:
+            self.pages += 1
+            self.console.refresh_now()
         self._info()
         self._offer()
 
@@ -263,6 +287,11 @@ class JobsPane(Pane):
             total = CappedCount(self._exact[1], capped=False)
         of = "" if total is None else f" of {total.text}"
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
+        if self._shown_for != self.flt:
+            # The rows below still answer the filter before: say so until the new ones come.
+            parts.append(Text("   loading rows…", style="bold"))
+            self.query_one("#jobs-info", InfoLine).set(*parts)
+            return
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))
         if total is not None and total.capped:
             parts.append(Text(" (# exact)", style="dim"))
@@ -272,9 +301,17 @@ class JobsPane(Pane):
             parts.append(Text(f"  · oldest ready #{self._pinned}: beyond the pages", style="dim"))
         if self.flt.kind and self.kinds and self.flt.kind not in self.kinds and not shown:
             parts.append(Text("  (no such kind has unfinished jobs)", style="bold"))
-        if self.more:
+        if self._searching:
+            parts.append(Text("  · searching older rows…", style="bold"))
+        elif self.more:
             more = "searching: ] searches older rows" if self.flt.text else "] more"
             parts.append(Text(f"  · {more}", style="bold" if self.flt.text else "dim"))
+        gone = len(table.shown_keys) - shown
+        if gone:
+            parts.append(Text(f"  + {gone} gone (struck through)", style="dim"))
+        if table.waiting:
+            # Not a count: one that changed on every refresh redrew the line every 2 s.
+            parts.append(Text("  · new rows (any key shows them)", style="dim"))
         if table.marked:
             parts.append(Text(f"   {len(table.marked)} marked", style="bold"))
         self.query_one("#jobs-info", InfoLine).set(*parts)
@@ -351,6 +388,22 @@ class JobsPane(Pane):
         key = self.query_one("#jobs-table", KeyedTable).current_key
         if key is not None:
             CopyFlow(self.app).ask_row(self.console.link, "job", int(key), to_file=to_file)
+
+    def why_not(self, action: str) -> str | None:
+        fits = FITS.get(action)
+        if fits is None:
+            return None
+        table = self.query_one("#jobs-table", KeyedTable)
+        if table.on_ghost and not table.marked:
+            return "That row is gone (it changed or left this view); move to another row."
+        keys = table.selection()
+        if not keys:
+            return "No job under the cursor."
+        what = {"cancel": "to cancel", "run_now": "to run now", "run_again": "to run again"}
+        if len(keys) == 1:
+            state = self.states.get(keys[0], "gone")
+            return f"Job #{keys[0]} is {state}: nothing {what[action]}."
+        return f"None of the {len(keys)} marked jobs has anything {what[action]}."
 
     def _selected_ids(self) -> list[int]:
         return [int(k) for k in self.query_one("#jobs-table", KeyedTable).selection()]

@@ -1,6 +1,7 @@
 """Overview tab: the alarms firing, headline tiles, hour-long sparklines, the per-kind table.
 
 BINDINGS:
+    A        every alarm firing (the list above shows the first few)
     P        pause or resume the kind under the cursor
     L        set the kind's concurrency and rate limits (asks first)
     enter    show that kind's jobs
@@ -18,10 +19,14 @@ letters) are counted as EXHAUSTED in the status, never as ready.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.events import Resize
 from textual.widgets import DataTable
@@ -33,7 +38,8 @@ from jobtui.models import KindFigures, Snapshot
 from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
-from jobtui.tui.texts import coarse_age, drain_text
+from jobtui.tui.screens.alarms import AlarmsScreen
+from jobtui.tui.texts import coarse_age, coarse_seconds, drain_text
 from jobtui.tui.widgets.alarms import AlarmList
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
@@ -72,26 +78,44 @@ def _ms(value: float | None) -> str:
 
 def kind_columns(kind_width: int) -> list[Column]:
     """The kinds table's columns. What says something is wrong never drops (the status: FAIL,
-    PAUSED, no worker; the oldest ready age), and the status takes the spare width; the drain
-    estimate comes next, then the rest drop from the right as space runs out. The kind column
-    is as wide as the longest name (at most 15), so at 80 columns the drain estimate fits
-    beside the ready count unless the kinds' names are long. A kind's retrying jobs are in its
-    kind screen (enter) and the retry tile, not a column: a tenth hidden column would widen
-    the `+N→` marker and cut the status at 60 columns."""
+    PAUSED, no worker; the oldest ready age), and the status gives up half its width (its
+    words shorten, ending in `…`) before a figure drops. Then the figures drop from the least
+    asked for: at 80 columns the depth (ready), the oldest age, the dead letters and the run
+    time (p95) stay beside the status, then the failure rate. The kind column is as wide as
+    the longest name (at most 15, then `…`); figures are never cut (`fit`). A kind's retrying
+    jobs are in its kind screen (enter) and the retry tile, not a column."""
     return [
         Column("kind", "kind", kind_width, priority=0),
-        Column("ready", "ready", 5, priority=1),
-        Column("status", "status", 27, priority=0, flex=True),
-        Column("oldest", "oldest", 6, priority=0),
-        Column("drain", "drain", 14, priority=2),
-        Column("dead", "dead", 5, priority=3),
-        Column("fail", "fail%", 5, priority=4),
-        Column("running", "run", 4, priority=5),
-        Column("done", "done/m", 6, priority=6),
-        Column("limit", "limit", 9, priority=7),
-        Column("p95", "p95", 6, priority=8),
-        Column("p50", "p50", 6, priority=9),
+        Column("ready", "ready", 5, priority=1, fit=True),
+        Column("status", "status", 27, priority=0, flex=True, shrink=13),
+        Column("oldest", "oldest", 6, priority=0, fit=True),
+        Column("dead", "dead", 5, priority=2, fit=True),
+        Column("p95", "p95", 6, priority=3, fit=True),
+        Column("fail", "fail%", 5, priority=4, fit=True),
+        Column("drain", "drain", 14, priority=5),
+        Column("done", "done/m", 6, priority=6, fit=True),
+        Column("running", "run", 4, priority=7, fit=True),
+        Column("limit", "limit", 9, priority=8),
+        Column("p50", "p50", 6, priority=9, fit=True),
     ]
+
+
+FIGURES_EVERY_S = 6.0  # seconds: the live figures' redraw, while the same alarms fire
+SAMPLES_LATE = 2  # minutes: a sample this late means no worker writes them now
+
+
+def samples_stopped(snap: Snapshot) -> str | None:
+    """`stopped 14m ago` / `no samples (no worker)` when the queue samples (written by
+    workers) stopped, so a chart of them would be stale; None while they are current."""
+    sampled = [i for i, p in enumerate(snap.history) if p.ready is not None]
+    if not snap.history:
+        return None
+    if not sampled:
+        return "no samples (no worker)"
+    late = len(snap.history) - 1 - sampled[-1]
+    if late < SAMPLES_LATE:
+        return None
+    return f"stopped {late}m ago"
 
 
 def worst(firings: list[Firing], rule: str) -> Level:
@@ -104,12 +128,17 @@ def level_style(level: Level, st: CellStyles, calm: str = "") -> str:
 
 
 class OverviewPane(KindsPane):
+    _shape: tuple[object, ...] = ()
+    _drawn_at = 0.0
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("A", "alarms", "Alarms", id="overview.alarms"),
+    ]
     kinds_table = "#kinds"
     main_table = "#kinds"
     kind_width = KIND_WIDTH[1]
 
     def compose(self) -> ComposeResult:
-        yield AlarmList(id="alarms")
+        yield AlarmList(key="A", id="alarms")
         with Horizontal(id="tiles"):
             yield Tile("ready", id="t-ready")
             yield Tile("sched", id="t-scheduled")
@@ -149,6 +178,17 @@ class OverviewPane(KindsPane):
     def show(self, snap: Snapshot) -> None:
         self.snapshot = snap
         firings = alerts.evaluate(snap, self.console.config.alerts)
+        # While the same alarms fire for the same kinds, the figures are redrawn at most every
+        # FIGURES_EVERY_S (live, every count changes on every refresh: most of what the
+        # Overview sent); a new alarm, a kind coming or going, or a key pressed shows at once.
+        now = time.monotonic()
+        shape = (
+            tuple((f.rule, f.kind, f.level) for f in firings),
+            tuple(sorted(k.kind for k in snap.kinds)),
+        )
+        if shape == self._shape and now - self._drawn_at < FIGURES_EVERY_S:
+            return
+        self._shape, self._drawn_at = shape, now
         self.query_one("#alarms", AlarmList).show(firings)
         self._show_tiles(snap, firings)
         self._show_sparks(snap)
@@ -193,21 +233,30 @@ class OverviewPane(KindsPane):
         )
 
     def _show_sparks(self, snap: Snapshot) -> None:
+        """The hour's charts. Depth and oldest age come from the samples workers write once a
+        minute; when the samples stop the chart says since when instead of a peak it no longer
+        knows, and its last point is the figure read now (it exists without a worker). The
+        titles name the chart only: the tiles above show the figures now, and a title that
+        changed on every refresh redrew the chart's border."""
         history = snap.history
         depth = [float(p.ready or 0) for p in history]
         oldest = [float(p.oldest_ready_age_s or 0) for p in history]
         done = [float(p.done) for p in history]
-        self.query_one("#s-depth", Spark).set(
-            depth, compact(snap.totals.ready), compact(max(depth, default=0))
-        )
+        stopped = samples_stopped(snap)
+        if history and stopped:
+            # No worker samples: the figures read now are the only current point. (While
+            # samples come, the chart moves once a minute: a live last point redrew all three
+            # charts on every refresh, most of the live Overview's bytes.)
+            depth[-1] = float(snap.totals.ready)
+            oldest[-1] = coarse_seconds(snap.oldest_ready_age_s)
+        self.query_one("#s-depth", Spark).set(depth, "", compact(max(depth, default=0)), stopped)
         self.query_one("#s-oldest", Spark).set(
-            oldest,
-            coarse_age(snap.oldest_ready_age_s),
-            coarse_age(max(oldest, default=0)),
+            oldest, "", coarse_age(max(oldest, default=0)), stopped
         )
-        self.query_one("#s-done", Spark).set(
-            done, f"{compact(round(snap.done_per_min, 1))}/m", compact(max(done, default=0))
-        )
+        # Finished minutes only: the current minute's count grows on every refresh, and a
+        # chart whose last bar grows is redrawn (border and all) every 2 s.
+        done = done[:-1] or [0.0]
+        self.query_one("#s-done", Spark).set(done, "", compact(max(done, default=0)))
 
     @staticmethod
     def _cells(k: KindFigures, fired: Mapping[str, Level], st: CellStyles) -> list[Text]:
@@ -218,21 +267,27 @@ class OverviewPane(KindsPane):
 
         failing = level("failure_rate")
         row_style = level_style(failing, st)
+        # What stops work first (as the alarms are ordered): failing, paused, no worker,
+        # then what else fires, critical first. "no worker" is in full only when alone.
         notes = []
         if failing:
             notes.append("✗ FAIL")
         if k.paused:
             notes.append("⏸ PAUSED")
+        if not k.handled:
+            notes.append("no worker")
         if k.exhausted:
             notes.append(f"{compact(k.exhausted)} EXHAUSTED")
-        if not k.handled:
-            # In full when it is the only note; short next to others, so all fit.
-            notes.append("no worker" if notes else "no worker handles this kind")
         # Every other rule that fires for the kind is named here too, so "ok" means that
         # nothing fires (the alarm line above lists the same rules, with their figures).
-        for rule, word in RULE_NOTES.items():
-            if level(rule):
-                notes.append(f"{'✗' if level(rule) is Level.CRIT else '!'} {word}")
+        fired_notes = [
+            (level(rule), f"{'✗' if level(rule) is Level.CRIT else '!'} {word}")
+            for rule, word in RULE_NOTES.items()
+            if level(rule)
+        ]
+        notes += [note for _, note in sorted(fired_notes, key=lambda n: -n[0])]
+        if notes == ["no worker"]:
+            notes = ["no worker handles this kind"]
         status_level = max([failing, level("no_worker"), *(level(r) for r in RULE_NOTES)])
         status_style = level_style(status_level, st, "bold" if notes else st.muted)
         drain = drain_text(k.drain_s, k.not_draining)
@@ -245,15 +300,28 @@ class OverviewPane(KindsPane):
                 coarse_age(k.oldest_ready_age_s),
                 style=level_style(level("oldest_ready"), st, row_style),
             ),
-            Text(drain, style=drain_style),
             Text(compact(k.dead), style=level_style(level("dead_letters"), st, row_style)),
-            Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
-            Text(compact(k.running), style=row_style),
-            Text(compact(round(k.done_per_min, 1)), style=row_style),
-            Text(limit_text(k), style=st.accent),
             Text(_ms(k.p95_ms), style=row_style),
+            Text(f"{k.failure_rate * 100:.0f}%", style=row_style),
+            Text(drain, style=drain_style),
+            Text(compact(round(k.done_per_min, 1)), style=row_style),
+            Text(compact(k.running), style=row_style),
+            Text(limit_text(k), style=st.accent),
             Text(_ms(k.p50_ms), style=row_style),
         ]
+
+    def on_key(self, event: events.Key) -> None:
+        """A key here: the next refresh draws the figures at once."""
+        self._drawn_at = 0.0
+        super().on_key(event)
+
+    def on_show(self, event: events.Show) -> None:
+        """Back on this tab: its figures are drawn with the next refresh, not held."""
+        self._drawn_at = 0.0
+
+    def action_alarms(self) -> None:
+        """Every alarm firing now, in a screen of its own."""
+        self.app.push_screen(AlarmsScreen(self.query_one("#alarms", AlarmList).firings))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from rich.text import Text
+from textual import events
 from textual.containers import Vertical
 from textual.widgets import Static
 
@@ -22,6 +23,11 @@ from jobtui.tui.texts import same
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
 F = TypeVar("F")
+
+# Live tables (Jobs, dead-letter rows): rows coming and going are shown at most this often while
+# no key is pressed (KeyedTable.settle_s); a change of rows moves every row below it, which
+# redraws the whole table, and the live demo changes them every second.
+SETTLE_S = 20.0
 
 WRITE_ACTIONS = frozenset(
     {
@@ -64,6 +70,21 @@ class Pane(Vertical):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in WRITE_ACTIONS and self.console.read_only)
+
+    def why_not(self, action: str) -> str | None:
+        """Why `action` cannot act on the selection now (its key is greyed in the footer);
+        None: no reason to give."""
+        return None
+
+    def on_key(self, event: events.Key) -> None:
+        """A key whose binding here is greyed (check_action said None) would do nothing,
+        silently: say why instead."""
+        active = self.app.active_bindings.get(event.key)
+        if active is None or active.node is not self or active.enabled:
+            return
+        reason = self.why_not(active.binding.action)
+        if reason is not None:
+            self.app.notify(reason, timeout=4, markup=False)
 
     def palette_commands(self) -> list[tuple[str, str, str]]:
         """(title, help, action) the command palette offers for the current selection."""

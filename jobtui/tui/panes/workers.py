@@ -76,23 +76,23 @@ class WorkersPane(KindsPane):
             Column("id", "id", 20, priority=0),
             Column("hb", "heartbeat", 11, priority=0),
             Column("control", "state", 12, priority=0),
-            Column("running", "run/max", 7, priority=1),
+            Column("running", "run/max", 7, priority=1, fit=True),
             Column("wake", "woken by", 10, priority=1),
-            Column("abandoned", "aband", 5, priority=2),
-            Column("errors", "out.err", 7, priority=2),
+            Column("abandoned", "aband", 5, priority=2, fit=True),
+            Column("errors", "out.err", 7, priority=2, fit=True),
             Column("kinds", "kinds", 16, priority=3, flex=True),
             # host and pid are in the id too: they drop first.
             Column("host", "host", 14, priority=5),
-            Column("pid", "pid", 7, priority=5),
-            Column("up", "up", 6, priority=4),
+            Column("pid", "pid", 7, priority=5, fit=True),
+            Column("up", "up", 6, priority=4, fit=True),
         )
         self.query_one("#worker-kinds", KeyedTable).setup_columns(
             Column("kind", "kind", 18, priority=0),
             Column("state", "state", 7, priority=0),
-            Column("workers", "workers", 7, priority=0),
-            Column("ready", "ready", 7, priority=1),
-            Column("running", "running", 7, priority=2),
-            Column("dead", "dead", 7, priority=1),
+            Column("workers", "workers", 7, priority=0, fit=True),
+            Column("ready", "ready", 7, priority=1, fit=True),
+            Column("running", "running", 7, priority=2, fit=True),
+            Column("dead", "dead", 7, priority=1, fit=True),
             Column("limit", "limit", 9, priority=3),
         )
         self.query_one("#workers-table").border_title = "workers (Z quiet/resume · X stop)"

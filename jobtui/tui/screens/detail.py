@@ -52,12 +52,13 @@ from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, PaletteEntry, WriteAsked, host
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
+from jobtui.tui.texts import coarse_age, same
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.status import PARTS, StatusBar
 from jobtui.tui.widgets.why import WhyView
 
 WRITES = {"cancel_job", "run_now", "requeue", "delete", "run_again"}
-PROBE_S = 5.0
+PAUSED_RECHECK_S = 1.0  # while the refresh is paused, how often to look whether it resumed
 
 
 def _when(ts: datetime | None, now: datetime) -> Text:
@@ -66,7 +67,8 @@ def _when(ts: datetime | None, now: datetime) -> Text:
     if ts is None:
         return Text("–", style="dim")
     delta = (now - ts).total_seconds()
-    rel = f"{format_duration(abs(delta))} {'ago' if delta >= 0 else 'from now'}"
+    # As coarse as the tabs' ages, so the live screen is not redrawn for a ticking second.
+    rel = f"{coarse_age(abs(delta))} {'ago' if delta >= 0 else 'from now'}"
     return Text.assemble(ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), (f" ({rel})", "dim"))
 
 
@@ -187,6 +189,8 @@ class DetailScreen(Screen[None]):
         self.rerun_of: int | None = None
         self.reruns: list[int] = []
         self.down: str | None = None  # why the last load failed (the database is unreachable)
+        self.loads = 0  # reads completed (the screen reloads every refresh interval)
+        self._shown: dict[str, object] = {}  # what each section shows, to skip redraws
 
     @property
     def console(self) -> Host:
@@ -211,8 +215,9 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-scroll").focus()
         self.mirror_status()
         self.set_interval(1.0, self.mirror_status)
-        # The app does not poll while this screen is open: a cheap check keeps DB DOWN true.
-        self.set_interval(PROBE_S, self.probe)
+        # The app does not poll while this screen is open: the screen reads its row again
+        # every refresh interval (poll, render, then schedule the next), so what it says
+        # stays current and DB DOWN stays true.
         self.reload()
 
     # --- the status line -----------------------------------------------------------------
@@ -231,19 +236,13 @@ class DetailScreen(Screen[None]):
             texts[2] = Text.assemble(texts[2], "  │ ", ("DB DOWN", "bold reverse"))
         mine.show(*texts)
 
-    @work(exclusive=True, group="detail-probe")
-    async def probe(self) -> None:
-        """Whether the database answers; reloads the row when it answers again."""
-        was_down = self.down is not None
-        try:
-            await self.console.link.run(server_now)
-        except LinkDown as exc:
-            self.down = exc.message
+    def _next_read(self) -> None:
+        """Schedule the next read: one refresh interval after this one was drawn."""
+        console = self.console
+        if console.refresh_paused:
+            self.set_timer(PAUSED_RECHECK_S, self._next_read)
         else:
-            self.down = None
-            if was_down:
-                self.reload()
-        self.mirror_status()
+            self.set_timer(max(0.2, console.refresh_s), self.reload)
 
     # --- what is offered -----------------------------------------------------------------
 
@@ -320,25 +319,44 @@ class DetailScreen(Screen[None]):
             now = await link.run(server_now)
         except LinkDown as exc:
             self.down = exc.message
+            self.console.note_read(exc.message)
             self.mirror_status()
-            self.query_one("#detail-head", Static).update(
-                Text(f"database unreachable: {exc.message}", style="bold")
-            )
+            if self.row is None:
+                self._put(
+                    "#detail-head", Text(f"database unreachable: {exc.message}", style="bold")
+                )
+            self._next_read()
             return
         self.down = None
+        changed = row != self.row
         self.row, self.now = row, now
+        self.console.note_read(None)
         self.mirror_status()
         self._render_row()
         if answer is not None:
             self.query_one(WhyView).show(answer)
-        self.refresh_bindings()
+        if changed:
+            self.refresh_bindings()
+        self.loads += 1
+        self._next_read()
+
+    def _put(self, selector: str, content: RenderableType, key: object = None) -> None:
+        """Update a section only when what it shows changed (`key`, or the Text itself)."""
+        widget = self.query_one(selector, Static)
+        if isinstance(content, Text) and key is None:
+            if same(widget.content, content):
+                return
+        elif key is not None:
+            if self._shown.get(selector) == key:
+                return
+            self._shown[selector] = key
+        widget.update(content)
 
     def _render_row(self) -> None:
-        head = self.query_one("#detail-head", Static)
         row, now = self.row, self.now
         sections = self.query(".detail-section")
         if row is None or now is None:
-            head.update(self._gone())
+            self._put("#detail-head", self._gone())
             sections.set(display=False)
             return
         sections.set(display=True)
@@ -371,16 +389,22 @@ class DetailScreen(Screen[None]):
             Text.assemble((last[0], "dim"), inert(last[1])),
         ]
         if run is not None:
+            took = coarse_age(run[1]) if run[2] else _ran(run[1])
             verb = "running for" if run[2] else "ran"
-            lines.append(
-                Text.assemble(("this run ", "dim"), f"attempt {run[0]} {verb} {_ran(run[1])}")
-            )
+            lines.append(Text.assemble(("this run ", "dim"), f"attempt {run[0]} {verb} {took}"))
         lines += self._links()
-        head.update(Text("\n").join(lines))
-        self.query_one("#detail-payload", Static).update(_payload(row.payload))
+        self._put("#detail-head", Text("\n").join(lines))
+        self._put("#detail-payload", _payload(row.payload), payload_json(row.payload))
         errors = self.query_one("#detail-errors", Static)
-        errors.border_title = f"errors ({len(row.errors)})"
-        errors.update(_errors(row.errors, row.last_error, run))
+        title = f"errors ({len(row.errors)})"
+        if errors.border_title != title:
+            errors.border_title = title
+        finished_run = run if run is not None and not run[2] else None
+        self._put(
+            "#detail-errors",
+            _errors(row.errors, row.last_error, run),
+            (repr(row.errors), row.last_error, finished_run),
+        )
 
     def _gone(self) -> Text:
         """What the screen says once its row is gone, and where it went if we can tell."""

@@ -1,6 +1,8 @@
 """The alarm list: the alert rules firing now, most severe first, one line each.
 
-The Overview shows it as its first line while anything fires and hides it otherwise. What
+The Overview shows it as its first line while anything fires and hides it otherwise; the order
+is `jobtui.alarm_order`'s (worst first, then what stops work), and when more fire than fit the
+last line counts the rest and how many of them are critical. What
 fires is decided by `jobtui.alerts.evaluate`, the evaluation `jobtui check` and
 `stats --prometheus` use, so the three cannot disagree. The level reads without colour
 (NO_COLOR): a glyph and a word, `✗ CRIT` in reverse video, `! WARN` in bold; the theme's
@@ -15,9 +17,11 @@ import math
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.app import App
 from textual.widgets import Static
 
-from jobtui.alerts import MEASURES, QUEUE, Firing, Level, severity
+from jobtui.alarm_order import critical_count, ordered
+from jobtui.alerts import MEASURES, QUEUE, Firing, Level
 from jobtui.inert import inert
 from jobtui.tui.palette import cell_styles
 from jobtui.tui.texts import coarse_age, same
@@ -38,19 +42,49 @@ def steady_text(f: Firing) -> str:
     return who + said.replace(measure.shown(f.value), coarse_age(f.value), 1)
 
 
+def alarm_lines(app: App[object], firings: Sequence[Firing]) -> list[Text]:
+    """One line per firing, its level as a glyph and a word (styled so WARN and CRIT differ
+    without colour too: CRIT in reverse video, WARN in bold)."""
+    st = cell_styles(app)
+    label_style = {
+        Level.CRIT: "bold reverse" if app.no_color else f"{st.error} reverse",
+        Level.WARN: f"{st.warning} bold",
+    }
+    return [
+        Text.assemble(
+            (GLYPHS[f.level], label_style[f.level]),
+            " ",
+            inert(steady_text(f)),
+            (f" [{f.rule}]", "dim"),
+            no_wrap=True,
+            overflow="ellipsis",
+        )
+        for f in firings
+    ]
+
+
+def more_line(rest: Sequence[Firing], key: str) -> Text:
+    """`… and 8 more alarms (5 critical) · A all`: what the list could not show."""
+    crit = critical_count(rest)
+    more = f"… and {len(rest)} more alarm{'s' if len(rest) > 1 else ''} ({crit} critical)"
+    return Text.assemble((more, "bold"), (f" · {key} all" if key else "", "dim"))
+
+
 class AlarmList(Static):
     """`show(firings)`: one line per firing rule (at most `max_lines`, then a count of the
-    rest); hidden while the list is empty. Styled by `alarms.tcss`."""
+    rest and of its critical ones); hidden while the list is empty. Styled by `alarms.tcss`.
+    `key` names the key that shows them all, in the count's line."""
 
-    def __init__(self, *, max_lines: int = 3, id: str | None = None) -> None:
+    def __init__(self, *, max_lines: int = 3, key: str = "", id: str | None = None) -> None:
         super().__init__(id=id, classes="alarms")
         self.max_lines = max(1, max_lines)
+        self.key = key
         self.firings: list[Firing] = []
         self.display = False
 
     def show(self, firings: Sequence[Firing]) -> None:
         """Show what `jobtui.alerts.evaluate(snapshot, rules)` returned (any order)."""
-        self.firings = sorted((f for f in firings if f.firing), key=severity)
+        self.firings = ordered(firings)
         self.display = bool(self.firings)
         text = self._text()
         if not same(self.content, text):
@@ -59,28 +93,11 @@ class AlarmList(Static):
             self.update(text, layout=old != text.plain.count("\n"))
 
     def _text(self) -> Text:
-        st = cell_styles(self.app)
-        label_style = {
-            Level.CRIT: "bold reverse" if self.app.no_color else f"{st.error} reverse",
-            Level.WARN: st.warning + " bold",
-        }
         shown = self.firings
         if len(shown) > self.max_lines:
             shown = shown[: self.max_lines - 1]
-        lines = [
-            Text.assemble(
-                (GLYPHS[f.level], label_style[f.level]),
-                " ",
-                inert(steady_text(f)),
-                (f" [{f.rule}]", "dim"),
-                no_wrap=True,
-                overflow="ellipsis",
-            )
-            for f in shown
-        ]
+        lines = alarm_lines(self.app, shown)
         rest = self.firings[len(shown) :]
         if rest:
-            crit = sum(1 for f in rest if f.level is Level.CRIT)
-            more = f"… and {len(rest)} more alarm{'s' if len(rest) > 1 else ''}"
-            lines.append(Text(more + (f" ({crit} critical)" if crit else ""), style="bold"))
+            lines.append(more_line(rest, self.key))
         return Text("\n", no_wrap=True).join(lines)

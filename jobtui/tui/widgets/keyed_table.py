@@ -2,7 +2,9 @@
 
 Columns have priorities: when the table is narrower than its columns, the least important
 drop (a `+N→` column at the right says how many) and the spare width goes to the one column
-marked `flex` (the one that says what is wrong). `w` shows every column, with a horizontal
+marked `flex` (the one that says what is wrong). A column marked `fit` (ids, counts, ages) is
+as wide as its longest cell, so a number is never cut; any other cell too long for its column
+ends in `…`, never cut silently. `w` shows every column, with a horizontal
 scroll; `g`/home go back to the first row and the left edge.
 
 BINDINGS:
@@ -15,8 +17,9 @@ BINDINGS:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -44,13 +47,17 @@ GHOST_STYLE = "dim strike"
 
 @dataclass(frozen=True)
 class Column:
-    """`priority` 0 never drops; higher numbers drop first. `flex` takes the spare width."""
+    """`priority` 0 never drops; higher numbers drop first. `flex` takes the spare width.
+    `fit`: never cut; the column widens to its longest cell (`width` is the least it gets).
+    `shrink` (flex only): cells it gives up, down to half its width, before a column drops."""
 
     key: str
     label: str
     width: int
     priority: int = 1
     flex: bool = False
+    fit: bool = False
+    shrink: int = 0
 
 
 ColumnSpec = Column | tuple[str, str, int | None]
@@ -73,16 +80,19 @@ def fit_columns(columns: Sequence[Column], available: int, fixed: int) -> tuple[
         (c for c in columns if c.priority > 0),
         key=lambda c: (-c.priority, -columns.index(c)),
     )
+    flex = next((c for c in columns if c.flex), None)
+    # The flex column (its text already cut with `…`) gives up `shrink` cells before a
+    # column drops: where a shorter status beats a hidden figure.
+    give = min(flex.shrink, flex.width // 2) if flex is not None else 0
     for column in droppable:
-        if need(shown, len(columns) - len(shown)) <= available:
+        if need(shown, len(columns) - len(shown)) <= available + give:
             break
         shown.remove(column)
-    # Negative: even the columns that never drop are too wide, and the flex one gives up to
-    # half its width (beyond that, the table scrolls sideways).
+    # Negative: the flex one gives up to half its width (beyond that, the table scrolls
+    # sideways).
     spare = available - need(shown, len(columns) - len(shown))
-    flex = next((c for c in shown if c.flex), None)
     if spare < 0:
-        spare = max(spare, -(flex.width // 2)) if flex is not None else 0
+        spare = max(spare, -(flex.width // 2)) if flex is not None and flex in shown else 0
     return [c.key for c in shown], spare
 
 
@@ -155,9 +165,18 @@ class KeyedTable(DataTable[Text]):
         self._order: list[str] = []
         self._columns: list[str] = []  # the columns now in the DataTable
         self._widths: dict[str, int] = {}
+        self._fitted: dict[str, int] = {}  # widths `fit` columns need for their longest cell
         self._hidden = 0
         self._scrolled = False  # wide and scrolled sideways: the header says so
         self._drawn: LRUCache[tuple[object, ...], list[list[Segment]]] = LRUCache(CELLS_KEPT)
+        # `settle_s` > 0: rows coming and going (which moves every row below, a repaint of the
+        # whole table) are shown at most that often while nobody presses a key; in between,
+        # rows that went stay struck through and new ones wait (`waiting` counts them).
+        self.settle_s = 0.0
+        self.waiting = 0
+        self._gone: set[str] = set()
+        self._placed_at = 0.0
+        self._touched = False
 
     # --- columns -------------------------------------------------------------------------
 
@@ -172,7 +191,35 @@ class KeyedTable(DataTable[Text]):
                 key, label, width = col
                 specs.append(Column(key, label, width or len(label), priority=index))
         self._specs = specs
+        self._fitted = {}
+        self._refit()
         self._relayout(force=True)
+
+    def _sized(self) -> list[Column]:
+        """The columns with each `fit` column as wide as its longest cell."""
+        return [
+            replace(c, width=self._fitted[c.key]) if c.key in self._fitted else c
+            for c in self._specs
+        ]
+
+    def _refit(self) -> bool:
+        """Measure the `fit` columns' longest cells; True when a width must change. A column
+        grows at once and narrows only by two or more, so a count going 9,999 <-> 10,000
+        does not lay the table out on every refresh."""
+        changed = False
+        for index, c in enumerate(self._specs):
+            if not c.fit:
+                continue
+            longest = max(
+                (cells[index].cell_len for cells in self._rows.values() if index < len(cells)),
+                default=0,
+            )
+            need = max(c.width, longest, len(c.label))
+            now = self._fitted.get(c.key, c.width)
+            if need > now or need <= now - 2:
+                self._fitted[c.key] = need
+                changed = changed or need != now
+        return changed
 
     @property
     def hidden_columns(self) -> list[str]:
@@ -194,16 +241,17 @@ class KeyedTable(DataTable[Text]):
     def _relayout(self, *, force: bool = False) -> None:
         fixed = 1 + CELL_PADDING if self.markable else 0
         available = self._available()
+        sized = self._sized()
         if self.wide:
             # Every column, those that never drop first: they stay while the rest scroll.
-            specs = sorted(self._specs, key=lambda c: c.priority != 0)
+            specs = sorted(sized, key=lambda c: c.priority != 0)
             keys, spare = [c.key for c in specs], 0
         elif not available:
-            keys, spare = [c.key for c in self._specs], 0
+            keys, spare = [c.key for c in sized], 0
         else:
-            keys, spare = fit_columns(self._specs, available, fixed)
+            keys, spare = fit_columns(sized, available, fixed)
         widths = {}
-        for c in self._specs:
+        for c in sized:
             if c.key in keys:
                 widths[c.key] = c.width + (spare if c.flex else 0)
         if not force and keys == self._columns and widths == self._widths:
@@ -269,6 +317,11 @@ class KeyedTable(DataTable[Text]):
     def _visible(self, cells: Sequence[Text]) -> list[Text]:
         by_key = {c.key: cell for c, cell in zip(self._specs, cells, strict=False)}
         out = [by_key.get(key, Text("")) for key in self._columns]
+        for cell in out:
+            # One line, and `…` where it is cut (a folded cell's second line is just lost).
+            if cell.overflow is None:
+                cell.overflow = "ellipsis"
+                cell.no_wrap = True
         if self._hidden:
             out.append(Text(""))
         return out
@@ -345,7 +398,7 @@ class KeyedTable(DataTable[Text]):
         if not self._order or not 0 <= self.cursor_row < len(self._order):
             return None
         key = self._order[self.cursor_row]
-        return None if key == self.ghost else key
+        return None if key == self.ghost or key in self._gone else key
 
     def _key_at(self, index: int) -> str | None:
         return self._order[index] if 0 <= index < len(self._order) else None
@@ -353,11 +406,17 @@ class KeyedTable(DataTable[Text]):
     @property
     def on_ghost(self) -> bool:
         """The cursor is on a row that is gone (kept so the cursor does not jump)."""
-        return self.ghost is not None and self._key_at(self.cursor_row) == self.ghost
+        key = self._key_at(self.cursor_row)
+        return key is not None and (key == self.ghost or key in self._gone)
+
+    @property
+    def shown_keys(self) -> list[str]:
+        """Every row listed, struck-through ones included."""
+        return list(self._order)
 
     @property
     def keys(self) -> list[str]:
-        return [k for k in self._order if k != self.ghost]
+        return [k for k in self._order if k != self.ghost and k not in self._gone]
 
     def selection(self) -> list[str]:
         """The marked keys in display order, else the key under the cursor."""
@@ -401,7 +460,10 @@ class KeyedTable(DataTable[Text]):
         ):
             self.ghost = None  # left, or a new view, or the row is back: a row like any other
         cursor_key = None if self._new_view else self._key_at(self.cursor_row)
+        fresh = self._new_view
         self._new_view = False
+        if self._hold(rows, fresh):
+            return
         # A list of cells is kept as given (not copied): the very list given last time is
         # taken as the same cells (a pane that keeps a row's cells never changes them).
         old_rows = self._rows
@@ -415,6 +477,14 @@ class KeyedTable(DataTable[Text]):
                 position = self._given.index(cursor_key) if cursor_key in self._given else 0
                 given.insert(min(position, len(given)), cursor_key)
         self._rows, self._given = new_rows, given
+        if self._refit():  # a number grew past its column: lay the table out again
+            present = set(self._arranged()) - {self.ghost}
+            gone_marks = self.marked - present
+            self.marked &= present
+            self._relayout(force=True)
+            if gone_marks:
+                self.post_message(self.MarksChanged(self))
+            return
         keys = self._arranged()
         kept = len(self._order)
         if keys == self._order:
@@ -437,6 +507,48 @@ class KeyedTable(DataTable[Text]):
             self._place(keys, self.cursor_row, cursor_key)
         if gone_marks:
             self.post_message(self.MarksChanged(self))
+
+    def _hold(self, rows: Sequence[tuple[str, Sequence[Text]]], fresh: bool) -> bool:
+        """Within `settle_s` of the last change of rows, and with no key pressed since, keep
+        the rows where they are: update the cells of those still there, strike through those
+        that went, count the new ones (`waiting`). True when the rows were held."""
+        now = time.monotonic()
+        given = {key: cells for key, cells in rows}
+        structural = set(given) != set(self._order) - {self.ghost}
+        if not structural:
+            return False  # the same rows: cells only, as always
+        if (
+            fresh
+            or self._touched
+            or not self.settle_s
+            or not self._order
+            or now - self._placed_at >= self.settle_s
+        ):
+            # A new view, a first fill or a key is not a live change: the first live change
+            # after it is shown at once, and the ones that follow it within settle_s wait.
+            self._placed_at = 0.0 if fresh or self._touched or not self._order else now
+            self._touched = False
+            self._gone, self.waiting = set(), 0
+            return False
+        old_rows = self._rows
+        held: dict[str, list[Text]] = {}
+        for key in self._order:
+            if key in given:
+                cells = given[key]
+                held[key] = cells if isinstance(cells, list) else list(cells)
+            elif key in self._gone or key == self.ghost:
+                held[key] = old_rows[key]
+            else:
+                self._gone.add(key)
+                held[key] = [Text(c.plain, style=GHOST_STYLE) for c in old_rows[key]]
+        self.waiting = len(set(given) - set(self._order))
+        self._rows = held
+        self._update_cells(self._order, old_rows)
+        return True
+
+    def on_key(self, event: object) -> None:
+        """A key pressed here: the next refresh shows the rows as they are at once."""
+        self._touched = True
 
     def _update_cells(self, keys: list[str], old_rows: dict[str, list[Text]]) -> None:
         """Redraw the cells of `keys` (rows already shown) that would look different; a row

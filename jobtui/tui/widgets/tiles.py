@@ -72,17 +72,20 @@ class Spark(Vertical):
     def compose(self) -> ComposeResult:
         yield Sparkline([], summary_function=max)
 
-    def set(self, values: Sequence[float], current: str, peak: str) -> None:
-        """`current` goes in the title (it matters most), the peak of the hour below."""
+    def set(
+        self, values: Sequence[float], current: str, peak: str, stopped: str | None = None
+    ) -> None:
+        """`current` goes in the title (it matters most), the peak of the hour below, or,
+        when the history behind the chart `stopped`, that instead (`stopped 14m ago`)."""
         data = list(values) if values else [0.0]
         if data != self._values:
             self._values = data
             self.query_one(Sparkline).data = data
-        title = f"{self._label} {current}"
+        title = f"{self._label} {current}".rstrip()
         if title != self._title:
             self._title = title
             self.border_title = title
-        subtitle = f"max {peak}"
+        subtitle = stopped or f"max {peak}"
         if subtitle != self._subtitle:
             self._subtitle = subtitle
             self.border_subtitle = subtitle
