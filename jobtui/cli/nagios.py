@@ -15,6 +15,7 @@ a threshold is still fine. UNKNOWN (3) is for when the figures cannot be read at
 
 from __future__ import annotations
 
+from jobtui.alarm_order import ordered
 from jobtui.alerts import AlertRules, Threshold, Verdict, assess
 from jobtui.cli.errors import CHECK_CRITICAL as CRITICAL
 from jobtui.cli.errors import CHECK_OK as OK
@@ -114,8 +115,8 @@ def _healthy_summary(snap: Snapshot, rules: AlertRules) -> str:
 
 def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
     """(exit code, plugin output) for `snap` judged by `rules`: the status line, then one
-    line per problem, critical first (assess's order)."""
-    firing = [v for v in assess(snap, rules) if v.firing]
+    line per problem in the console's alarm order (worst first, then what stops work)."""
+    firing = ordered(v for v in assess(snap, rules) if v.firing)
     worst = max((int(v.level) for v in firing), default=OK)  # Level's numbers are Nagios's
     if firing:
         summary = f"{counts(firing)}: {problem(firing[0], FIRST_LINE_PROBLEM)}"
