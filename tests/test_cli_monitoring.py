@@ -152,7 +152,9 @@ def test_check_exit_codes(
     else:
         assert len(lines) == 1
     if not args:
-        assert "send_email: oldest ready job 20m" in proc.stdout and "[oldest_ready]" in lines[1]
+        # The console's alarm order (issue 26): what stops work first, so "no worker" leads.
+        assert "[no_worker]" in lines[0] and "[no_worker]" in lines[1]
+        assert "send_email: oldest ready job 20m" in proc.stdout and "[oldest_ready]" in lines[2]
         assert "export_crm: dead letters 3 > 0 [dead_letters]" in proc.stdout
         assert "send_email: no live worker handles it (5 ready) [no_worker]" in proc.stdout
 
