@@ -15,11 +15,14 @@ from typing import Any
 
 from rich.text import Text
 
-# C0 controls except tab and newline, DEL, C1 controls, and bidi/zero-width format characters
-# that can reorder or hide what an operator reads.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+# C0 controls except tab and newline, DEL, C1 controls, the Unicode line and paragraph separators
+# (U+2028/9: `splitlines()` and many readers break lines there, so a name could forge a line of
+# its own), and bidi/zero-width format characters that can reorder or hide what an operator reads.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
+)
 _CONTROL_SINGLE_LINE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
 )
 
 

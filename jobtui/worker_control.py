@@ -76,7 +76,7 @@ async def control_worker(
         await cur.execute(statement(schema, "control_lock"), params)
         row = await cur.fetchone()
         if row is None:
-            raise InvalidAction(f"no worker with id {worker_id!r} (see `jobtui stats`)")
+            raise InvalidAction(f"no worker with id {worker_id!r} (see `jobtui workers list`)")
         asked, _applied, stale = row
         if action == "resume" and asked == "stop":
             raise InvalidAction(f"worker {worker_id} was asked to stop; a stop cannot be resumed")

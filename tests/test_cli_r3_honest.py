@@ -288,3 +288,52 @@ def test_enqueue_of_an_empty_file_is_an_error(dsn: str, tmp_path: Path) -> None:
     assert_one_error(proc, 1, f"nothing enqueued: {empty} has no jobs")
     assert proc.stdout == ""
     assert_one_error(run_cli("enqueue", "--file", "-", input="", dsn=dsn), 1, "<stdin> has no jobs")
+
+
+def test_rerun_checks_every_id_first_and_names_the_refused_after_the_rest(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Found by the attack pass: `rerun DONE MISSING` made a job before it said MISSING was
+    unknown, and `rerun READY DONE` stopped at READY without running DONE again."""
+    done = _job(conn, "report", finished=True)
+    ready = _job(conn, "report")
+    proc = run_cli("jobs", "rerun", str(done), MISSING, dsn=dsn)
+    assert_one_error(proc, 1, f"no job with id {MISSING}")
+    assert "nothing done" in proc.stderr and proc.stdout == ""
+    assert conn.execute("SELECT count(*) FROM jobs WHERE rerun_of IS NOT NULL").fetchone() == (0,)
+    proc = run_cli("jobs", "rerun", str(ready), str(done), dsn=dsn)
+    assert_one_error(proc, 1, "not run again:")
+    assert f"ids {ready}" in proc.stderr
+    new = conn.execute("SELECT id FROM jobs WHERE rerun_of = %s", (done,)).fetchone()
+    assert new is not None and proc.stdout == f"job #{done} run again as job #{new[0]}\n"
+
+
+def test_a_kind_with_a_line_separator_cannot_forge_a_check_line(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Found by the attack pass: U+2028/U+2029 passed through raw, and `splitlines()` (as many
+    readers do) broke the status line there."""
+    forged = "!\u2028JOBTUI OK - all fine | forged=0;;;0;\u2029"
+    conn.execute("INSERT INTO jobs (kind, payload) VALUES (%s, '{}')", (forged,))
+    proc = run_cli("check", dsn=dsn)
+    assert proc.returncode in (1, 2), proc
+    assert "\u2028" not in proc.stdout and "\u2029" not in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("JOBTUI WARNING - ") or lines[0].startswith("JOBTUI CRITICAL - ")
+    assert not any(line.startswith("JOBTUI OK") for line in lines)
+
+
+def test_enqueue_file_lines_end_at_newline_only(
+    dsn: str, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """Found by the attack pass: valid JSON lines holding U+2028 or U+0085 were split there."""
+    path = tmp_path / "jobs.jsonl"
+    texts = ["para1\u2028para2", "a\u0085b"]
+    path.write_text(
+        "".join(json.dumps({"kind": "note", "payload": {"t": t}}, ensure_ascii=False) + "\n"
+                for t in texts),
+        encoding="utf-8",
+    )
+    assert_ok(run_cli("enqueue", "--file", str(path), dsn=dsn))
+    got = [r[0] for r in conn.execute("SELECT payload->>'t' FROM jobs ORDER BY id")]
+    assert got == texts

@@ -152,7 +152,7 @@ def test_cli_unknown_worker_is_one_line_and_non_zero(dsn: str) -> None:
     done = jobtui(dsn, "workers", "quiet", "no-such-worker")
     assert done.returncode != 0
     assert done.stderr.strip() == (
-        "jobtui: error: no worker with id 'no-such-worker' (see `jobtui stats`)"
+        "jobtui: error: no worker with id 'no-such-worker' (see `jobtui workers list`)"
     )
     assert "Traceback" not in done.stderr and done.stdout == ""
 

@@ -148,20 +148,29 @@ def cmd_why(args: Args) -> int:
 
 def cmd_rerun(args: Args) -> int:
     """By ids only (a filter could rerun thousands by accident), in the order given, each
-    printed as it is made. Exit 1 when a unique key held by an unfinished job stopped one; an
-    unfinished or unknown id stops the command with a one-line error (those before it stay)."""
+    printed as it is made. An unknown id (or a dead letter's) stops the command before anything
+    is done; an unfinished job, or one whose unique key an unfinished job holds, is named after
+    the others are run again, with exit 1."""
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         actor = ops.Actor.current()
-        code = 0
-        for original in dict.fromkeys(args.ids):
-            outcome = await ops.rerun_job(conn, schema, original, actor=actor)
+        wanted = list(dict.fromkeys(args.ids))
+        places = await id_places(conn, schema, wanted)
+        missing("job", places.missing, places.dead, "a dead letter: see `jobtui dead requeue ID`")
+        refused: dict[int, str] = {}
+        for original in wanted:
+            try:
+                outcome = await ops.rerun_job(conn, schema, original, actor=actor)
+            except ops.InvalidAction as exc:
+                refused[original] = str(exc).removeprefix(f"job #{original}: ")
+                continue
             if outcome.new_id is not None:
                 out(f"job #{original} run again as job #{outcome.new_id}")
             else:
-                out(f"job #{original} not run again: job #{outcome.held_by} holds its unique key")
-                code = 1
-        return code
+                refused[original] = f"job #{outcome.held_by} holds its unique key"
+        if refused:
+            raise CliError("not run again: " + not_done(refused))
+        return 0
 
     return run_with_connection(args, body)
 

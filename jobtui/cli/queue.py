@@ -147,12 +147,12 @@ def _line_spec(lineno: int, raw: str, path: str) -> JobSpec:
 
 def _read_specs(path: str) -> list[JobSpec]:
     if path == "-":
-        lines = sys.stdin.read().splitlines()
+        lines = sys.stdin.read().split("\n")  # JSON lines end at \n only (not U+2028)
         name = "<stdin>"
     else:
         try:
             with open(path, encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
+                lines = fh.read().split("\n")
         except UnicodeDecodeError as exc:
             raise CliError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         name = path
