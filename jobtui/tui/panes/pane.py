@@ -104,6 +104,12 @@ class Pane(Vertical):
             self.console.refresh_now()
 
 
+def loading_rows() -> Text:
+    """Said after the filter while the rows below still answer the filter before (a new
+    filter's first rows not loaded yet), in place of how many are shown."""
+    return Text("   loading rows…", style="bold")
+
+
 def ask_filter(
     pane: Pane,
     title: str,
