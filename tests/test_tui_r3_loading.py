@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from test_browse import add_dead
 from test_tui_console import config, goto, until
 
 from jobtui.enqueue import JobSpec, enqueue_many
-from jobtui.models import JobFilter
+from jobtui.models import DeadFilter, JobFilter
 from jobtui.tui.app import JobtuiApp
+from jobtui.tui.panes.dead import DeadPane
 from jobtui.tui.panes.jobs import JobsPane
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
@@ -35,6 +37,30 @@ async def test_filter_line_says_loading_until_the_rows_come(
         assert "kind:kind_03" in line and "loading" in line and "shown" not in line, line
         await until(pilot, lambda: "5 shown" in _info(app))
         assert "loading" not in _info(app)
+
+
+async def test_dead_letters_filter_line_says_loading_until_the_rows_come(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    for kind in ("mail", "billing"):
+        for _ in range(3):
+            add_dead(conn, kind, f"{kind} failed")
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await goto(app, pilot, "3")
+        pane = app.query_one(DeadPane)
+        rows = app.query_one("#dead-rows", KeyedTable)
+        await until(pilot, lambda: len(rows.keys) == 6)
+        assert "6 rows shown" in _dead_info(app) and "loading" not in _dead_info(app)
+        pane.set_filter(DeadFilter(kind="billing"))
+        line = _dead_info(app)  # drawn at once, before any row of billing was read
+        assert "kind:billing" in line and "loading" in line and "shown" not in line, line
+        await until(pilot, lambda: "3 rows shown" in _dead_info(app))
+        assert "loading" not in _dead_info(app)
+
+
+def _dead_info(app: JobtuiApp) -> str:
+    return app.query_one("#dead-info").content.plain  # type: ignore[union-attr]
 
 
 async def test_text_search_goes_on_to_older_rows(dsn: str, conn: psycopg.Connection) -> None:

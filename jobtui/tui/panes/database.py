@@ -15,6 +15,8 @@ BINDINGS (each shown only when the blocker is of its kind):
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar
@@ -44,6 +46,7 @@ from jobtui.tui.connection import Link, LinkDown
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.pane import InfoLine, Pane, WrappingInfo
 from jobtui.tui.screens.confirm import Choice, ConfirmScreen
+from jobtui.tui.texts import coarse_age
 from jobtui.tui.widgets.banners import lag_text
 from jobtui.tui.widgets.keyed_table import KeyedTable
 
@@ -57,6 +60,8 @@ ACTION_KIND = {
 QUERY_WIDTH = 150
 NAME_WIDTH = 40  # a gid may be 200 characters: the tab cuts it (…), the confirmation does not
 FIRST_TABLES = ("jobs", "dead_letters")  # the queue itself first, then the rest by name
+FIGURES_EVERY_S = 6.0  # seconds: the live figures' redraw while nothing to act on changed
+FIGURE = re.compile(r"\d[\d.,%]*")  # the figures in a warning: they alone do not redraw it
 
 
 class DatabasePane(Pane):
@@ -68,6 +73,7 @@ class DatabasePane(Pane):
     ]
     main_table = "#database-tables"
     health: DbHealth | None = None
+    _shape: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         yield WrappingInfo(id="database-blocker", classes="info")
@@ -108,6 +114,18 @@ class DatabasePane(Pane):
         if _offered(data) != offered:
             self.refresh_bindings()  # the footer offers the keys of the new blocker's kind
         st = cell_styles(self.app)
+        # Live, connection counts, tuple counts, wake-up ages and the NOTIFY queue change on
+        # every refresh (most of what this tab sent): while nothing an operator acts on
+        # changed (`_shape`), they are redrawn at most every FIGURES_EVERY_S; a key, coming
+        # back to the tab or a change of shape draws at once. A blocker, the one thing here
+        # to act on, is always shown as it is (its age included). Actions use `self.health`.
+        now = time.monotonic()
+        shape = _shape(data)
+        if shape == self._shape and now - self._drawn_at < FIGURES_EVERY_S:
+            if data.blocker is not None:
+                self._blocker(data, st)
+            return
+        self._shape, self._drawn_at = shape, now
         self._blocker(data, st)
         warnings = self.query_one("#database-warnings", WrappingInfo)
         warnings.display = bool(data.warnings)
@@ -196,7 +214,7 @@ class DatabasePane(Pane):
                         Text(
                             "never"
                             if w.last_wakeup_age_s is None
-                            else format_duration(w.last_wakeup_age_s) + " ago"
+                            else coarse_age(w.last_wakeup_age_s) + " ago"
                         ),
                         inert(one_line(w.note or "", 120), style=st.muted),
                     ],
@@ -229,10 +247,10 @@ class DatabasePane(Pane):
                         Text(format_count(t.dead), style=st.warning if overdue else ""),
                         Text(f"{t.dead_share:.0%}", style=st.warning if overdue else ""),
                         Text(
-                            "never" if vac is None else format_duration(_age(h, vac)),
+                            "never" if vac is None else coarse_age(_age(h, vac)),
                             style=st.warning if overdue else "",
                         ),
-                        Text("never" if ana is None else format_duration(_age(h, ana))),
+                        Text("never" if ana is None else coarse_age(_age(h, ana))),
                         Text(
                             "on" if t.autovacuum else "OFF",
                             style="" if t.autovacuum else st.warning,
@@ -432,6 +450,23 @@ OFFERS = {
 def _offered(h: DbHealth | None) -> tuple[str, bool] | None:
     """What the footer's keys depend on: the blocker's kind, and whether it is a vacuum."""
     return None if h is None or h.blocker is None else (h.blocker.kind, h.blocker.vacuum)
+
+
+def _shape(h: DbHealth) -> tuple[object, ...]:
+    """What, changed, is drawn at once: the blocker (who, not how old), the warnings (not
+    their figures), each worker's way of waking, the replica, the tables and their
+    autovacuum; not counts, sizes or ages."""
+    b = h.blocker
+    return (
+        None if b is None else (b.kind, b.pid, b.name, b.vacuum, b.refusal, b.catalog_only),
+        tuple(b.label() for b in h.holders[1:]),
+        tuple(FIGURE.sub("#", w) for w in h.warnings),
+        h.notify_usage >= 0.5,
+        h.replica is not None,
+        tuple((w.id, w.stale, w.polling, w.listen_connected, w.note) for w in h.workers),
+        tuple((t.name, t.autovacuum, t.vacuumed_at is None) for t in h.tables),
+        tuple(i.name for i in h.indexes),
+    )
 
 
 def _what(b: Blocker, st: CellStyles) -> list[Text | str]:

@@ -34,7 +34,14 @@ from jobtui.tui.connection import Link
 from jobtui.tui.filters import format_dead_filter, parse_dead_filter
 from jobtui.tui.host import DetailAsked, ExportAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import SETTLE_S, InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.panes.pane import (
+    SETTLE_S,
+    InfoLine,
+    Pane,
+    ask_filter,
+    load_pages,
+    loading_rows,
+)
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age, differing_part
@@ -54,6 +61,7 @@ class DeadData:
     rows: list[DeadLetterRow]
     more: bool
     now: datetime  # the server's clock: every age is measured against it
+    flt: DeadFilter  # the filter these rows answer (the group's, when one is selected)
 
 
 class DeadPane(Pane):
@@ -84,6 +92,7 @@ class DeadPane(Pane):
         self.pages = 1
         self.more = False
         self._table = "dead-groups"
+        self._shown_for: DeadFilter | None = None  # the filter of the rows on screen
 
     def compose(self) -> ComposeResult:
         yield InfoLine(id="dead-info", classes="info")
@@ -126,7 +135,7 @@ class DeadPane(Pane):
         rows, before = await load_pages(
             link, browse.list_dead, flt, pages=self.pages, size=size, searching=bool(flt.text)
         )
-        return DeadData(groups, rows, before is not None, await link.run(server_now))
+        return DeadData(groups, rows, before is not None, await link.run(server_now), flt)
 
     def show(self, data: DeadData) -> None:
         st = cell_styles(self.app)
@@ -185,6 +194,7 @@ class DeadPane(Pane):
                 )
             )
         self.query_one("#dead-rows", KeyedTable).sync(rows)
+        self._shown_for = data.flt
         self._info()
 
     def _info(self) -> None:
@@ -195,6 +205,11 @@ class DeadPane(Pane):
         ]
         if self.group is not None:
             parts += [Text("  group ", style="dim"), inert(self.group[0], style="bold")]
+        if self._shown_for != self.row_filter():
+            # The rows below still answer the filter before: say so until the new ones come.
+            parts.append(loading_rows())
+            self.query_one("#dead-info", InfoLine).set(*parts)
+            return
         parts.append(Text(f"   {len(rows.keys):,} rows shown", style="dim"))
         if self.more:
             more = "search older rows" if self.flt.text else "more"

@@ -43,7 +43,14 @@ from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.filters import format_job_filter, parse_job_filter
 from jobtui.tui.host import DetailAsked, WriteAsked
 from jobtui.tui.palette import cell_styles
-from jobtui.tui.panes.pane import SETTLE_S, InfoLine, Pane, ask_filter, load_pages
+from jobtui.tui.panes.pane import (
+    SETTLE_S,
+    InfoLine,
+    Pane,
+    ask_filter,
+    load_pages,
+    loading_rows,
+)
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age
@@ -289,7 +296,7 @@ class JobsPane(Pane):
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
         if self._shown_for != self.flt:
             # The rows below still answer the filter before: say so until the new ones come.
-            parts.append(Text("   loading rows…", style="bold"))
+            parts.append(loading_rows())
             self.query_one("#jobs-info", InfoLine).set(*parts)
             return
         parts.append(Text(f"   {shown:,} shown{of}", style="dim"))

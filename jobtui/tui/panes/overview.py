@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
@@ -309,15 +308,6 @@ class OverviewPane(KindsPane):
             Text(limit_text(k), style=st.accent),
             Text(_ms(k.p50_ms), style=row_style),
         ]
-
-    def on_key(self, event: events.Key) -> None:
-        """A key here: the next refresh draws the figures at once."""
-        self._drawn_at = 0.0
-        super().on_key(event)
-
-    def on_show(self, event: events.Show) -> None:
-        """Back on this tab: its figures are drawn with the next refresh, not held."""
-        self._drawn_at = 0.0
 
     def action_alarms(self) -> None:
         """Every alarm firing now, in a screen of its own."""

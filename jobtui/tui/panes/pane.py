@@ -52,6 +52,9 @@ class Pane(Vertical):
     """One tab's content. Subclasses set `main_table` (the widget focused on entry)."""
 
     main_table = ""
+    # When a pane that holds its live figures (Overview, Database) last drew them; 0: draw
+    # with the next refresh (a key pressed here, or back on the tab).
+    _drawn_at = 0.0
 
     @property
     def console(self) -> Host:
@@ -78,13 +81,18 @@ class Pane(Vertical):
 
     def on_key(self, event: events.Key) -> None:
         """A key whose binding here is greyed (check_action said None) would do nothing,
-        silently: say why instead."""
+        silently: say why instead. Any key: the next refresh draws held figures at once."""
+        self._drawn_at = 0.0
         active = self.app.active_bindings.get(event.key)
         if active is None or active.node is not self or active.enabled:
             return
         reason = self.why_not(active.binding.action)
         if reason is not None:
             self.app.notify(reason, timeout=4, markup=False)
+
+    def on_show(self, event: events.Show) -> None:
+        """Back on this tab: held figures are drawn with the next refresh."""
+        self._drawn_at = 0.0
 
     def palette_commands(self) -> list[tuple[str, str, str]]:
         """(title, help, action) the command palette offers for the current selection."""
@@ -94,6 +102,12 @@ class Pane(Vertical):
         """Columns came or went, or changed width: show the cells again, fitted to them."""
         if self.is_attached and self.region.area:  # the tab on screen (others have no area)
             self.console.refresh_now()
+
+
+def loading_rows() -> Text:
+    """Said after the filter while the rows below still answer the filter before (a new
+    filter's first rows not loaded yet), in place of how many are shown."""
+    return Text("   loading rows…", style="bold")
 
 
 def ask_filter(
