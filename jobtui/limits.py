@@ -195,9 +195,11 @@ async def sync_kind_limits(
     rows = [limit.row() for limit in limits]
     if not rows:
         return []
-    async with conn.transaction():
-        cur = await conn.execute(queries(schema).limits_sync, {"rows": Jsonb(rows)})
-        return [r[0] for r in await cur.fetchall()]
+    # One statement and no BEGIN/COMMIT around it: on the worker's autocommit connection the
+    # server commits it as it ends, so no lock on the rows it upserts waits on the worker (a
+    # worker frozen between the two would stop every other worker; behind a pooler, for good).
+    cur = await conn.execute(queries(schema).limits_sync, {"rows": Jsonb(rows)})
+    return [r[0] for r in await cur.fetchall()]
 
 
 async def list_kind_limits(conn: psycopg.AsyncConnection, schema: str) -> list[KindLimitRow]:

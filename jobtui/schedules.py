@@ -135,9 +135,11 @@ async def sync_schedules(
         raise InvalidSchedule("two schedules have the same name")
     if not rows:
         return []
-    async with conn.transaction():
-        cur = await conn.execute(queries(schema).schedules_sync, {"rows": Jsonb(rows)})
-        return [r[0] for r in await cur.fetchall()]
+    # One statement and no BEGIN/COMMIT around it: on the worker's autocommit connection the
+    # server commits it as it ends, so no lock on the rows it upserts waits on the worker (a
+    # worker frozen between the two would stop every other worker; behind a pooler, for good).
+    cur = await conn.execute(queries(schema).schedules_sync, {"rows": Jsonb(rows)})
+    return [r[0] for r in await cur.fetchall()]
 
 
 def _due(row: dict[str, Any], now: datetime, grace: timedelta) -> tuple[list[datetime], bool]:

@@ -247,3 +247,62 @@ async def test_a_worker_frozen_past_its_own_timeout_counts_the_attempt_it_stops_
     )
     assert starts == [(1,), (2,)], starts
     assert len(errors) == 1 and errors[0].startswith("HeartbeatLost"), errors
+
+
+async def test_a_worker_frozen_while_it_declares_its_limits_stops_no_other_worker(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """Found by the attack pass: at start a worker upserted its declared limits inside
+    BEGIN … COMMIT, so one frozen between the upsert and the COMMIT held the kind's row (for
+    half its heartbeat timeout; behind a transaction pooler, for good) and no worker could claim
+    the kind. The upsert is now one statement the server commits on its own."""
+    await aconn.execute(LEDGER_DDL)
+    await set_kind_limits(aconn, "public", "capped", concurrency=3, actor=Actor("t"))
+    for i in range(6):
+        await enqueue(aconn, "capped", {"sleep": 0.1, "i": i})
+    frozen_opts = {
+        "app": "limited",
+        "kinds": ["capped"],
+        "heartbeat_interval": 1.0,
+        "heartbeat_timeout": 60.0,  # its session's idle-in-transaction limit would be 30 s
+    }
+    async with _frozen_worker(
+        dsn, frozen_opts, [b"(kind, declared_concurrency"], tmp_path / "frozen.log"
+    ):
+        healthy = {**frozen_opts, "concurrency": 3, "heartbeat_timeout": 2.0}
+        procs = spawn([worker_argv(dsn, healthy)], tmp_path / "healthy.log")
+        try:
+            async with asyncio.timeout(5):  # `kinds limit` must not hang
+                await set_kind_limits(aconn, "public", "capped", concurrency=3, actor=Actor("t"))
+            await wait_until(
+                lambda: fetchval(
+                    aconn, "SELECT count(*) = 6 FROM ledger WHERE ended_at IS NOT NULL"
+                ),
+                timeout=15,
+                what="all six jobs to run while a worker is frozen declaring its limits",
+            )
+        finally:
+            stop(procs)
+
+
+async def test_a_worker_frozen_while_it_declares_its_schedules_stops_no_schedule(
+    dsn: str, aconn: psycopg.AsyncConnection, tmp_path: Path
+) -> None:
+    """The same for the schedules a worker declares at start: the row of an every-second
+    schedule must not be held while the frozen worker's upsert waits on it."""
+    opts = {"app": "ticking", "heartbeat_interval": 0.5, "heartbeat_timeout": 2.0}
+    procs = spawn([worker_argv(dsn, opts)], tmp_path / "healthy.log")
+    try:
+        await wait_until(
+            lambda: fetchval(aconn, "SELECT count(*) > 0 FROM schedule_ticks"),
+            what="the healthy worker's first tick",
+        )
+        frozen_opts = {**opts, "heartbeat_interval": 1.0, "heartbeat_timeout": 60.0}
+        trigger = [b"(name, cron, timezone, kind, payload, priority, max_attempts, missed"]
+        async with _frozen_worker(dsn, frozen_opts, trigger, tmp_path / "frozen.log"):
+            before = await fetchval(aconn, "SELECT count(*) FROM schedule_ticks")
+            await asyncio.sleep(5.0)
+            after = await fetchval(aconn, "SELECT count(*) FROM schedule_ticks")
+    finally:
+        stop(procs)
+    assert after - before >= 3, (before, after)
