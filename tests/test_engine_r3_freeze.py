@@ -36,6 +36,10 @@ class Freezer:
     def __init__(self, dsn: str, triggers: list[bytes]) -> None:
         params = conninfo.conninfo_to_dict(dsn)
         self.target = (str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
+        # A host that is a directory is a Unix socket (the embedded server's DSN).
+        self.socket = f"{self.target[0]}/.s.PGSQL.{self.target[1]}" if self.target[0].startswith(
+            "/"
+        ) else None
         self.dsn = dsn
         self.triggers = triggers
         self.frozen = asyncio.Event()
@@ -59,7 +63,10 @@ class Freezer:
         return conninfo.make_conninfo(self.dsn, host="127.0.0.1", port=str(self.port))
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        if self.socket is not None:
+            up_reader, up_writer = await asyncio.open_unix_connection(self.socket)
+        else:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
         self._writers += [writer, up_writer]
         await asyncio.gather(
             self._pipe(reader, up_writer, watch=True),
