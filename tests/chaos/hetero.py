@@ -230,6 +230,7 @@ async def _operator(dsn: str, ids: list[int], stop: asyncio.Event, counts: dict[
     """Cancel, requeue dead letters, pause and resume kinds, at random, while it runs."""
     conn: psycopg.AsyncConnection | None = None
     kinds = list(hetero_app.LIMITS)
+    paused: set[str] = set()
     while not stop.is_set():
         await asyncio.sleep(random.uniform(0.1, 0.4))
         try:
@@ -260,11 +261,22 @@ async def _operator(dsn: str, ids: list[int], stop: asyncio.Event, counts: dict[
             else:
                 kind = random.choice(kinds)
                 await pause_kind(conn, "public", kind, actor=OPERATOR)
+                paused.add(kind)
                 counts["pauses"] += 1
                 await asyncio.sleep(random.uniform(0.3, 1.0))
                 await resume_kind(conn, "public", kind, actor=OPERATOR)
+                paused.discard(kind)
         except psycopg.Error:
             conn = None
+            await asyncio.sleep(0.3)
+    # An operator who paused a kind resumes it, even when the resume first met a restart.
+    while paused:
+        try:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as last:
+                for kind in sorted(paused):
+                    await resume_kind(last, "public", kind, actor=OPERATOR)
+                    paused.discard(kind)
+        except psycopg.Error:
             await asyncio.sleep(0.3)
 
 
@@ -344,12 +356,19 @@ def analyse(conn: psycopg.Connection, ids: list[int], fleet: Fleet) -> dict[str,
         )
     if lost:
         missing = conn.execute(
-            "SELECT g.id, j.finished_at, j.locked_by, j.attempts FROM unnest(%s::bigint[]) g(id) "
+            "SELECT g.id, j.finished_at, j.locked_by, j.attempts, j.kind, "
+            "j.run_at - clock_timestamp(), j.max_attempts, "
+            "EXISTS (SELECT 1 FROM paused_kinds p WHERE p.kind = j.kind) "
+            "FROM unnest(%s::bigint[]) g(id) "
             "LEFT JOIN jobs j ON j.id = g.id WHERE NOT EXISTS (SELECT 1 FROM dead_letters d "
             "WHERE d.id = g.id) AND (j.id IS NULL OR j.finished_at IS NULL) LIMIT 10",
             (ids,),
         ).fetchall()
-        print(f"  lost jobs (id, finished_at, locked_by, attempts): {missing}", flush=True)
+        print(
+            "  lost jobs (id, finished_at, locked_by, attempts, kind, due in, max_attempts, "
+            f"kind paused): {missing}",
+            flush=True,
+        )
     capped = _over_capacity(conn, history, fleet)
     metered = _over_rate(conn)
     ticks = _ticks(conn)
