@@ -624,7 +624,8 @@ async def set_kind_limits(
     actor: Actor,
 ) -> int:
     """Override the limits of `kind` as a whole (None lifts that limit, even a declared one)
-    until `clear_kind_limits`; applies from the next claim. Returns 1."""
+    until `clear_kind_limits`; applies from the next claim. Returns 1, or 0 when the kind
+    already had exactly this override (nothing written but the audit row, no NOTIFY)."""
     kind = _kind(kind)
     os_user = _actor(actor)
     try:
@@ -632,7 +633,6 @@ async def set_kind_limits(
     except InvalidLimit as exc:
         raise InvalidAction(str(exc)) from None
     values = limit.row()
-    # The upsert always returns its one row, so the workers are always told.
     rows = await _audited(
         conn,
         schema,

@@ -193,12 +193,66 @@ def test_jobs_help_shows_why_and_rerun() -> None:
     assert "jobtui jobs why 42" in out and "jobtui jobs rerun 42" in out
 
 
-def test_an_empty_dsn_is_refused(dsn: str) -> None:
+def test_an_empty_dsn_or_schema_is_refused_as_a_usage_error(dsn: str) -> None:
     proc = run_cli("--dsn", "", "dead", "list")
-    assert_one_error(proc, 1, "--dsn is empty (was it `$(cat FILE)` of a missing file?)")
+    assert_one_error(proc, 2, "--dsn is empty (was it `$(cat FILE)` of a missing file?)")
     assert proc.stdout == ""
     proc = run_cli("dead", "list", env=clean_env(JOBTUI_DSN=" "))
-    assert_one_error(proc, 1, "JOBTUI_DSN is set but empty")
+    assert_one_error(proc, 2, "JOBTUI_DSN is set but empty")
+    # DATABASE_URL is the next place looked at: empty there is the same mistake.
+    proc = run_cli("dead", "list", env=clean_env(DATABASE_URL=""))
+    assert_one_error(proc, 2, "DATABASE_URL is set but empty")
+    for schema in ("", "  "):
+        proc = run_cli("--schema", schema, "dead", "list", dsn=dsn)
+        assert_one_error(proc, 2, "--schema is empty")
+
+
+def test_ids_and_counts_are_ascii_digits_only(dsn: str, conn: psycopg.Connection) -> None:
+    live = _job(conn)
+    assert live == 1 or live > 0
+    # Python's int() reads Arabic-Indic and full-width digits and underscores; an operator who
+    # pasted one of those meant something else than a plain id.
+    for text in ("\u0661", "\uff11", "1_0"):
+        proc = run_cli("jobs", "show", text, dsn=dsn)
+        assert_one_error(proc, 2, "job ids are whole numbers")
+        proc = run_cli("dead", "list", "--limit", text, dsn=dsn)
+        assert_one_error(proc, 2, "expected")
+    assert assert_ok(run_cli("jobs", "show", f" {live} ", dsn=dsn)).startswith("id:")
+
+
+def test_a_kind_name_enqueue_would_refuse_is_refused_even_with_force(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    for args in (
+        ("kinds", "pause", "k" * 201, "--force"),
+        ("kinds", "limit", "k" * 201, "--concurrency", "1", "--force"),
+        ("kinds", "pause", " ", "--force"),
+    ):
+        proc = run_cli(*args, dsn=dsn)
+        assert_one_error(proc, 2, "a kind name is")
+    assert conn.execute("SELECT count(*) FROM paused_kinds").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM kind_limits").fetchone() == (0,)
+    assert assert_ok(run_cli("kinds", "pause", "k" * 200, "--force", dsn=dsn))
+
+
+def test_setting_the_limits_a_kind_already_has_says_nothing_changed(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    out = assert_ok(run_cli("kinds", "limit", "later", "--concurrency", "3", "--force", dsn=dsn))
+    assert out.startswith("later: 3 running (override by ")
+    at = conn.execute("SELECT overridden_at FROM kind_limits WHERE kind = 'later'").fetchone()
+    proc = run_cli("kinds", "limit", "later", "--concurrency", "3", "--force", dsn=dsn)
+    assert_one_error(proc, 1, "nothing changed: later: 3 running (override by ")
+    assert proc.stdout == ""
+    assert (
+        conn.execute("SELECT overridden_at FROM kind_limits WHERE kind = 'later'").fetchone() == at
+    )
+    # The attempt is audited as an action that changed nothing.
+    assert conn.execute(
+        "SELECT count FROM audit_log WHERE action = 'set_kind_limits' ORDER BY id DESC LIMIT 1"
+    ).fetchone() == (0,)
+    out = assert_ok(run_cli("kinds", "limit", "later", "--concurrency", "4", dsn=dsn))
+    assert out.startswith("later: 4 running (override by ")
 
 
 def test_demo_print_dsn(tmp_path: Path, dsn: str) -> None:
@@ -330,8 +384,10 @@ def test_enqueue_file_lines_end_at_newline_only(
     path = tmp_path / "jobs.jsonl"
     texts = ["para1\u2028para2", "a\u0085b"]
     path.write_text(
-        "".join(json.dumps({"kind": "note", "payload": {"t": t}}, ensure_ascii=False) + "\n"
-                for t in texts),
+        "".join(
+            json.dumps({"kind": "note", "payload": {"t": t}}, ensure_ascii=False) + "\n"
+            for t in texts
+        ),
         encoding="utf-8",
     )
     assert_ok(run_cli("enqueue", "--file", str(path), dsn=dsn))

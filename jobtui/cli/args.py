@@ -8,12 +8,18 @@ A sub-command's handler is stored on its parser (`handler=`), so `jobtui.cli.mai
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
 from jobtui.cli.errors import EXIT_USAGE
 from jobtui.config import InvalidDuration, parse_duration
+from jobtui.jobspec import MAX_KIND_CHARS
+
+# ASCII digits only: Python's int() also reads '١' (Arabic-Indic one) or '1_000', and an
+# operator who pasted such a thing meant something else than job 1 or 1000.
+_WHOLE = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 Args = argparse.Namespace
 Handler = Callable[[Args], int]
@@ -113,10 +119,9 @@ def duration(text: str) -> float:
 
 
 def _whole(text: str, what: str = "a whole number") -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}") from None
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected {what}, not {text!r}")
+    return int(text)
 
 
 def non_negative_int(text: str) -> int:
@@ -134,10 +139,20 @@ def positive_int(text: str) -> int:
 
 
 def job_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"job ids are whole numbers, not {text!r}") from None
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"job ids are whole numbers, not {text!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"job ids are positive, not {value}")
     return value
+
+
+def kind_name(text: str) -> str:
+    """argparse type: a kind name as enqueue would accept it (non-empty, at most 200 chars)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a kind name is not empty")
+    if len(text) > MAX_KIND_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"a kind name is at most {MAX_KIND_CHARS} characters, not {len(text)}"
+        )
+    return text

@@ -14,7 +14,7 @@ import psycopg
 from jobtui import ops
 from jobtui.browse import kinds as kinds_with_rows
 from jobtui.browse import paused_kinds
-from jobtui.cli.args import Args, Commands, positive_int
+from jobtui.cli.args import Args, Commands, kind_name, positive_int
 from jobtui.cli.errors import CliError
 from jobtui.cli.output import dumps, limits_text, table
 from jobtui.cli.session import flip_named, out, run_with_connection
@@ -50,7 +50,7 @@ def register(commands: Commands) -> None:
         "jobtui kinds limit send_email --concurrency 10 --per-worker 2 --rate 100/m",
         "jobtui kinds limit send_email --clear   # the handler's declared limits apply again",
     )
-    p.add_argument("kind")
+    p.add_argument("kind", type=kind_name)
     p.add_argument(
         "--concurrency", type=positive_int, metavar="N", help="at most N running, all workers"
     )
@@ -65,7 +65,7 @@ def register(commands: Commands) -> None:
         "jobtui kinds pause send_email",
         "jobtui kinds pause new_kind --force   # a kind no worker handles yet",
     )
-    p.add_argument("kind")
+    p.add_argument("kind", type=kind_name)
     _force(p)
     p = sub.add(
         "resume",
@@ -73,7 +73,7 @@ def register(commands: Commands) -> None:
         cmd_resume,
         "jobtui kinds resume send_email",
     )
-    p.add_argument("kind")
+    p.add_argument("kind", type=kind_name)
 
 
 def _force(p: argparse.ArgumentParser) -> None:
@@ -165,24 +165,30 @@ def cmd_limit(args: Args) -> int:
             n = await ops.clear_kind_limits(conn, schema, args.kind, actor=actor)
             if not n:
                 raise CliError(clean(f"nothing cleared: {args.kind} has no override"))
-        else:
-            await ops.set_kind_limits(
-                conn,
-                schema,
-                args.kind,
-                concurrency=args.concurrency,
-                per_worker=args.per_worker,
-                rate=rate,
-                rate_period_s=period,
-                actor=actor,
-            )
-        now = {r.kind: r for r in await list_kind_limits(conn, schema)}.get(args.kind)
-        if now is not None and _phantom(now):
-            now = None
-        out(clean(f"{args.kind}: {_limits(now)} ({_source(now)})"))
+        elif not await ops.set_kind_limits(
+            conn,
+            schema,
+            args.kind,
+            concurrency=args.concurrency,
+            per_worker=args.per_worker,
+            rate=rate,
+            rate_period_s=period,
+            actor=actor,
+        ):
+            now = await _described(conn, schema, args.kind)
+            raise CliError(clean(f"nothing changed: {now}"))
+        out(clean(await _described(conn, schema, args.kind)))
         return 0
 
     return run_with_connection(args, body)
+
+
+async def _described(conn: psycopg.AsyncConnection, schema: str, kind: str) -> str:
+    """`kind: its limits (where they come from)`, as `kinds limit` prints it."""
+    row = {r.kind: r for r in await list_kind_limits(conn, schema)}.get(kind)
+    if row is not None and _phantom(row):
+        row = None
+    return f"{kind}: {_limits(row)} ({_source(row)})"
 
 
 def cmd_pause(args: Args) -> int:

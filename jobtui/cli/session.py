@@ -13,7 +13,7 @@ import psycopg
 
 from jobtui import ops
 from jobtui.cli.args import Args
-from jobtui.cli.errors import CliError
+from jobtui.cli.errors import EXIT_USAGE, CliError
 from jobtui.config import resolve_dsn, resolve_schema
 from jobtui.db import acheck_schema, aconnect
 from jobtui.inert import clean
@@ -33,16 +33,30 @@ def dsn_of(args: Args) -> str:
         raise CliError(
             "--dsn is empty (was it `$(cat FILE)` of a missing file?): give a connection "
             "string such as postgresql://user@host/db, or leave --dsn out to use "
-            "JOBTUI_DSN, DATABASE_URL or PGHOST/PGDATABASE"
+            "JOBTUI_DSN, DATABASE_URL or PGHOST/PGDATABASE",
+            EXIT_USAGE,
         )
-    env = os.environ.get("JOBTUI_DSN")
-    if flag is None and env is not None and not env.strip():
-        raise CliError("JOBTUI_DSN is set but empty: set it to a connection string or unset it")
+    if flag is None:
+        for name in ("JOBTUI_DSN", "DATABASE_URL"):
+            value = os.environ.get(name)
+            if value is not None and not value.strip():
+                raise CliError(
+                    f"{name} is set but empty: set it to a connection string or unset it",
+                    EXIT_USAGE,
+                )
+            if value:
+                break
     return resolve_dsn(flag)
 
 
 def schema_of(args: Args) -> str:
-    schema = resolve_schema(getattr(args, "schema", None))
+    flag = getattr(args, "schema", None)
+    if flag is not None and not flag.strip():
+        raise CliError(
+            "--schema is empty: name the schema holding jobtui's tables, or leave it out",
+            EXIT_USAGE,
+        )
+    schema = resolve_schema(flag)
     quote_schema(schema)  # an invalid name fails here, with one line
     return schema
 

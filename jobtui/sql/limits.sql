@@ -46,6 +46,12 @@ SET overridden = true, override_concurrency = EXCLUDED.override_concurrency,
     override_per_worker = EXCLUDED.override_per_worker,
     override_rate = EXCLUDED.override_rate, override_period_s = EXCLUDED.override_period_s,
     overridden_by = EXCLUDED.overridden_by, overridden_at = now()
+-- The same override again changes nothing: no row, so the caller can say so (and no NOTIFY).
+WHERE NOT (l.overridden
+           AND l.override_concurrency IS NOT DISTINCT FROM EXCLUDED.override_concurrency
+           AND l.override_per_worker IS NOT DISTINCT FROM EXCLUDED.override_per_worker
+           AND l.override_rate IS NOT DISTINCT FROM EXCLUDED.override_rate
+           AND l.override_period_s IS NOT DISTINCT FROM EXCLUDED.override_period_s)
 RETURNING kind
 
 -- name: ops_clear_kind_limits

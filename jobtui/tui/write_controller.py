@@ -269,7 +269,7 @@ class WriteController:
                 "override cleared; declared limits apply." if n else "no override to clear."
             )
         else:
-            await self.link.run(
+            n = await self.link.run(
                 ops.set_kind_limits,
                 kind,
                 concurrency=request.concurrency,
@@ -278,7 +278,9 @@ class WriteController:
                 rate_period_s=request.period_s,
                 actor=self.actor,
             )
-            text = f"Kind {clean(kind)}: {request.describe()}."
+            text = f"Kind {clean(kind)}: " + (
+                f"{request.describe()}." if n else "already has these limits; nothing changed."
+            )
         self._report(text, refresh=True)
 
     async def _export(self, ids: list[int], flt: DeadFilter, group: str | None) -> None:
