@@ -1,5 +1,5 @@
--- Statements of the migrator (jobtui.schema.migrator); the migrations themselves are the
--- numbered files in jobtui/schema/.
+-- Statements of the migrator (jobtui.schema.migrator); the schema itself is the baseline and
+-- the numbered migrations after it, in jobtui/schema/.
 
 -- name: migrate_lock
 SELECT pg_advisory_xact_lock(%s)
