@@ -82,14 +82,13 @@ class LockWait:
     """How long each try of migrate waits for a lock, and how often it tries.
 
     While a migration waits in the lock queue of `jobs` (the baseline extending an existing
-    article table wants ACCESS EXCLUSIVE, as does a DROP INDEX), every later claim and INSERT queues behind it: unbounded, one idle transaction
-    that read `jobs` stops the whole queue. So each try sets `lock_timeout` to `timeout_s`
-    (0: wait as long as it takes), a try that runs out rolls back (nothing applied), and the
-    next comes `backoff_s` later, doubled each time up to BACKOFF_CAP_S, during which the queue
-    flows. `watch` opens a second (autocommit) connection that sees, while a try waits, who
-    holds it up, so the failure can name them; `on_retry(tries, pause_s, stall)` hears of each
-    failed try.
-    """
+    article table wants ACCESS EXCLUSIVE, as does a DROP INDEX), every later claim and INSERT
+    queues behind it: unbounded, one idle transaction that read `jobs` stops the whole queue. So
+    each try sets `lock_timeout` to `timeout_s` (0: wait as long as it takes), a try that runs
+    out rolls back (nothing applied), and the next comes `backoff_s` later, doubled each time up
+    to BACKOFF_CAP_S, during which the queue flows. `watch` opens a second (autocommit)
+    connection that sees, while a try waits, who holds it up, so the failure can name them;
+    `on_retry(tries, pause_s, stall)` hears of each failed try."""
 
     timeout_s: float = 2.0
     retries: int = 5
@@ -462,8 +461,9 @@ def migrate_report(
     if applied:
         # After the commit: ANALYZE reads a sample of `jobs` (a second or more on a large
         # table), and inside the transaction every lock a migration took (ACCESS EXCLUSIVE on
-        # `jobs` for the baseline or a DROP INDEX: reads wait too) would be held until it ends. Its own lock (SHARE
-        # UPDATE EXCLUSIVE) lets claims and INSERTs through but waits for a VACUUM: bounded too.
+        # `jobs` for the baseline or a DROP INDEX: reads wait too) would be held until it
+        # ends. Its own lock (SHARE UPDATE EXCLUSIVE) lets claims and INSERTs through but
+        # waits for a VACUUM: bounded too.
         try:
             with conn.transaction():  # committed on a connection that is not in autocommit too
                 if lock is not None and lock.timeout_s > 0:
