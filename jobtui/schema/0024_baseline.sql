@@ -105,7 +105,8 @@ CREATE TABLE __schema__.dead_letters (
 --   abandoned           plain handlers that overran their timeout (or ignored a cancel) and
 --                       still hold a thread, and so a slot, until they really end
 --   outcome_errors      outcomes the worker could not write (a row the database refused for a
---   last_outcome_error  reason retrying cannot fix): how many since it started, and the last
+--                       reason retrying cannot fix), how many since it started
+--   last_outcome_error  the last of them, as PostgreSQL gave it
 --   wakeup_mode         'listen' (LISTEN connected and its self-NOTIFY probe heard) or
 --                       'polling' (behind a transaction pooler, or LISTEN hears nothing)
 --   wakeup_note         why it polls, in words
