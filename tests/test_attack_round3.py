@@ -1,7 +1,8 @@
-"""Round 3 attacks on migration 0019 and the worker's `jobtui.fold_in_trigger = off`.
+"""Round 3 attacks on migrate's locks and the worker's `jobtui.fold_in_trigger = off`.
 
-Each test sets up what an operator would run (a database at version 18 being migrated while
-others read it, the worker behind a real PgBouncer) and checks the promise that was at risk.
+Each test sets up what an operator would run (the article's table being migrated while others
+read it, the worker behind a real PgBouncer) and checks the promise that was at risk. (The
+attacks on migration 0019 itself went with that file, folded into the baseline.)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from apps.helpers import running_worker, wait_until
 from test_privileges import logins  # noqa: F401 - a fixture
 from test_scale_counts import counted, truth
 
+from benchmarks.article import ARTICLE_DDL
 from jobtui.registry import Registry
 from jobtui.schema import load_migrations, migrate
 from jobtui.sql import queries
@@ -27,28 +29,17 @@ S = "public"
 READER_LOCK_TIMEOUT = "1s"
 
 
-def _migrate_to(conn: psycopg.Connection, version: int) -> None:
-    """Apply migrations up to `version` as the migrator would (a rolling deploy's old schema)."""
-    q = queries(S)
-    with conn.transaction():
-        conn.execute(q.migrate_create_version_table)
-        for m in load_migrations():
-            if m.version > version:
-                break
-            conn.execute(m.for_schema(S))
-            conn.execute(q.migrate_record_version, (m.version, m.name))
-
-
 def test_readers_are_not_blocked_while_migrate_analyzes_jobs(empty_dsn: str) -> None:
     """Migrate's ANALYZE of `jobs` (a second or more on a large table) runs after the commit:
-    inside the migration's transaction it held 0019's ACCESS EXCLUSIVE lock (DROP INDEX) the
-    whole time, so every read and write of `jobs`, the old workers' claims included, waited.
+    inside the migration's transaction it would hold the ACCESS EXCLUSIVE lock the migration
+    took (the baseline extending the article's table; 0019's DROP INDEX when this was found)
+    the whole time, so every read and write of `jobs`, the classic consumers' included, waited.
 
     An operator's expression index on an IMMUTABLE function that sleeps makes the ANALYZE slow
     (it evaluates the expression on its sample) and nothing else: a reader started while it
     runs must get its lock at once."""
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        _migrate_to(conn, 18)
+        conn.execute(ARTICLE_DDL)
         conn.execute("INSERT INTO jobs (kind, payload) SELECT 'k', '{}' FROM generate_series(1, 4)")
         conn.execute(
             "CREATE FUNCTION slow_key(bigint) RETURNS bigint LANGUAGE plpgsql IMMUTABLE AS "
@@ -271,42 +262,6 @@ async def test_counts_stay_exact_with_every_kind_of_writer_at_once(dsn: str) -> 
         assert n is not None and n[0] > 500, "too little happened to prove anything"
         got = truth(conn)
         assert got["ok"]["succeeded"] > 0 and got["classic"]["succeeded"] > 0
-
-
-async def test_a_running_worker_keeps_claiming_through_migrate_0019(empty_dsn: str) -> None:
-    """A rolling deploy: the worker runs against version 18 (its connections already prepared
-    their claims) while `jobtui migrate` applies 0019; it goes on draining, and the counts its
-    writes leave are exact (it now folds only in its housekeeper)."""
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        _migrate_to(conn, 18)
-        conn.execute(
-            "INSERT INTO jobs (kind, payload) SELECT 'ok', '{}' FROM generate_series(1, 3000)"
-        )
-    reg = Registry()
-
-    @reg.handler("ok")
-    async def ok(payload: object) -> None:
-        await asyncio.sleep(0.001)
-
-    async with running_worker(empty_dsn, reg):
-        await asyncio.sleep(0.5)
-        with psycopg.connect(empty_dsn, autocommit=True) as mig:
-            await asyncio.to_thread(migrate, mig, S)
-        with psycopg.connect(empty_dsn, autocommit=True) as conn:
-            conn.execute(
-                "INSERT INTO jobs (kind, payload) SELECT 'ok', '{}' FROM generate_series(1, 500)"
-            )
-
-            def left() -> int:
-                row = conn.execute("SELECT count(*) FROM jobs WHERE finished_at IS NULL").fetchone()
-                return row[0] if row else -1
-
-            await wait_until(lambda: left() == 0, timeout=30, what="the worker to drain")
-    with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT max(version) FROM jobtui_migrations").fetchone() == (
-            load_migrations()[-1].version,
-        )
-        assert counted(conn) == {k: v for k, v in truth(conn).items() if any(v.values())}
 
 
 async def test_as_the_worker_role_the_link_turns_the_fold_off_and_the_housekeeper_folds(

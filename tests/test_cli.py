@@ -64,7 +64,7 @@ def test_cli_does_not_import_textual() -> None:
 
 def test_migrate_dry_run_then_migrate_then_up_to_date(empty_dsn: str) -> None:
     out = assert_ok(run_cli("migrate", "--dry-run", dsn=empty_dsn))
-    assert "-- migration 0001_initial" in out and "CREATE TABLE" in out
+    assert "-- migration 0024_baseline" in out and "CREATE TABLE" in out
     with psycopg.connect(empty_dsn) as c:
         assert c.execute("SELECT to_regclass('public.jobs')").fetchone() == (None,)
     assert "migrated schema public to version" in assert_ok(run_cli("migrate", dsn=empty_dsn))

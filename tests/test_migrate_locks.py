@@ -1,10 +1,11 @@
 """`jobtui migrate` behind a lock timeout: it never stops the queue waiting for a lock.
 
-A database at version 18 needs 0019, whose DROP INDEX wants ACCESS EXCLUSIVE on `jobs`. A
-second session holds ACCESS SHARE on `jobs` in an open transaction (what any transaction that
-read `jobs` and idles holds). Queued for its lock, migrate would make every INSERT and claim
-wait behind it; with a lock timeout it gives up in bounded time, lets the queue flow, retries,
-and at the end names the blocker in one line with nothing applied.
+A database with the article's `jobs` table (and rows) needs the baseline, which extends that
+table and so wants ACCESS EXCLUSIVE on it (any later migration that drops an index of `jobs`
+wants the same). A second session holds ACCESS SHARE on `jobs` in an open transaction (what
+any transaction that read `jobs` and idles holds). Queued for its lock, migrate would make
+every INSERT and claim wait behind it; with a lock timeout it gives up in bounded time, lets
+the queue flow, retries, and at the end names the blocker in one line with nothing applied.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from test_attack_round3 import _migrate_to
 from test_cli_support import assert_one_error, run_cli
 
+from benchmarks.article import ARTICLE_DDL
 from jobtui.cli import main
 from jobtui.schema import (
     LockWait,
@@ -36,22 +37,25 @@ PENDING_INDEX = "SELECT pg_get_indexdef('jobs_pending'::regclass)"
 
 
 def _versions(conn: psycopg.Connection) -> list[tuple[int, str]]:
+    """The version rows; none while the version table does not exist (nothing applied)."""
+    if conn.execute("SELECT to_regclass('jobtui_migrations')").fetchone() == (None,):
+        return []
     return conn.execute("SELECT version, name FROM jobtui_migrations ORDER BY version").fetchall()
 
 
 @pytest.fixture
-def at_18(empty_dsn: str) -> str:
-    """A database at version 18, with a few jobs: 0019 is pending."""
+def at_article(empty_dsn: str) -> str:
+    """The article's `jobs` table with a few jobs, never migrated: the baseline is pending."""
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        _migrate_to(conn, 18)
+        conn.execute(ARTICLE_DDL)
         conn.execute("INSERT INTO jobs (kind, payload) SELECT 'k', '{}' FROM generate_series(1, 5)")
     return empty_dsn
 
 
 @pytest.fixture
-def blocker(at_18: str) -> Iterator[psycopg.Connection]:
+def blocker(at_article: str) -> Iterator[psycopg.Connection]:
     """A session holding ACCESS SHARE on `jobs` in an open transaction (rolled back after)."""
-    with psycopg.connect(at_18, application_name=BLOCKER_APP) as conn:
+    with psycopg.connect(at_article, application_name=BLOCKER_APP) as conn:
         conn.execute("LOCK TABLE jobs IN ACCESS SHARE MODE")
         yield conn
         conn.rollback()
@@ -66,15 +70,15 @@ def _migrate_waits_on_a_lock(conn: psycopg.Connection) -> bool:
 
 
 def test_a_blocked_migrate_gives_up_naming_the_blocker_and_the_queue_keeps_flowing(
-    at_18: str, blocker: psycopg.Connection
+    at_article: str, blocker: psycopg.Connection
 ) -> None:
     blocker_pid = blocker.info.backend_pid
-    with psycopg.connect(at_18, autocommit=True) as conn:
+    with psycopg.connect(at_article, autocommit=True) as conn:
         before, index_before = _versions(conn), conn.execute(PENDING_INDEX).fetchone()
     result: list[subprocess.CompletedProcess[str]] = []
     cli = threading.Thread(
         target=lambda: result.append(
-            run_cli("migrate", "--lock-timeout", "0.5s", "--lock-retries", "2", dsn=at_18)
+            run_cli("migrate", "--lock-timeout", "0.5s", "--lock-retries", "2", dsn=at_article)
         )
     )
     started = time.monotonic()
@@ -84,7 +88,7 @@ def test_a_blocked_migrate_gives_up_naming_the_blocker_and_the_queue_keeps_flowi
     # statement_timeout failed it.
     waits: list[float] = []
     saw_migrate_waiting = False
-    with psycopg.connect(at_18, autocommit=True) as producer:
+    with psycopg.connect(at_article, autocommit=True) as producer:
         producer.execute("SET statement_timeout = '5s'")
         while cli.is_alive():
             saw_migrate_waiting = saw_migrate_waiting or _migrate_waits_on_a_lock(producer)
@@ -111,26 +115,26 @@ def test_a_blocked_migrate_gives_up_naming_the_blocker_and_the_queue_keeps_flowi
         "Database tab",
     )
     assert result[0].stdout == "", line
-    with psycopg.connect(at_18, autocommit=True) as conn:
-        assert _versions(conn) == before and max(v for v, _ in before) == 18
+    with psycopg.connect(at_article, autocommit=True) as conn:
+        assert _versions(conn) == before == []
         assert conn.execute(PENDING_INDEX).fetchone() == index_before
     assert blocker.execute("SELECT count(*) FROM jobs").fetchone() is not None  # still open
 
 
 def test_a_blocker_released_during_the_retries_lets_migrate_succeed(
-    at_18: str, blocker: psycopg.Connection
+    at_article: str, blocker: psycopg.Connection
 ) -> None:
     result: list[subprocess.CompletedProcess[str]] = []
     cli = threading.Thread(
         target=lambda: result.append(
-            run_cli("migrate", "--lock-timeout", "0.5s", "--lock-retries", "4", dsn=at_18)
+            run_cli("migrate", "--lock-timeout", "0.5s", "--lock-retries", "4", dsn=at_article)
         )
     )
     cli.start()
     # Wait for the first try to queue for its lock and then run out of time (it stops
     # waiting while the command goes on: the back-off), then end the blocker's transaction.
     seen: list[bool] = []
-    with psycopg.connect(at_18, autocommit=True) as watcher:
+    with psycopg.connect(at_article, autocommit=True) as watcher:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and cli.is_alive():
             seen.append(_migrate_waits_on_a_lock(watcher))
@@ -144,25 +148,24 @@ def test_a_blocker_released_during_the_retries_lets_migrate_succeed(
     assert proc.returncode == 0 and proc.stderr == "", (proc.returncode, proc.stderr)
     latest = load_migrations()[-1]
     assert (
-        f"migrated schema public to version {latest.version} (applied 0019_cheaper_claim_writes"
-        in proc.stdout
+        f"migrated schema public to version {latest.version} (applied 0024_baseline" in proc.stdout
     )
-    with psycopg.connect(at_18, autocommit=True) as conn:
+    with psycopg.connect(at_article, autocommit=True) as conn:
         assert max(v for v, _ in _versions(conn)) == latest.version
 
 
 def test_the_library_reports_each_retry_and_the_stall_it_saw(
-    at_18: str, blocker: psycopg.Connection
+    at_article: str, blocker: psycopg.Connection
 ) -> None:
     """`LockWait` in process: back-off doubling, one report per retry, the stall as data; and
     without a watching connection the failure says the blocker was not seen."""
     retries: list[tuple[int, float, Stall | None]] = []
-    with psycopg.connect(at_18, autocommit=True) as conn:
+    with psycopg.connect(at_article, autocommit=True) as conn:
         lock = LockWait(
             timeout_s=0.3,
             retries=2,
             backoff_s=0.05,
-            watch=lambda: psycopg.connect(at_18, autocommit=True),
+            watch=lambda: psycopg.connect(at_article, autocommit=True),
             on_retry=lambda *seen: retries.append(seen),
         )
         with pytest.raises(MigrationBlocked) as failed:
@@ -182,7 +185,7 @@ def test_the_library_reports_each_retry_and_the_stall_it_saw(
 
         with pytest.raises(MigrationBlocked, match="Who held them was not seen"):
             migrate(conn, S, LockWait(timeout_s=0.2, retries=0))
-        assert max(v for v, _ in _versions(conn)) == 18
+        assert _versions(conn) == []
 
 
 def test_an_analyze_that_cannot_get_its_lock_is_skipped_with_a_note(

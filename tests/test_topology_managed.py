@@ -46,7 +46,7 @@ async def test_the_whole_path_as_a_non_superuser_owner(owner: Owner) -> None:
             "SELECT rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user"
         ).fetchone() == (False, True)
     # migrate, then the least-privilege roles from `roles --print-sql`, both as the owner
-    assert "applied 0001_initial" in assert_ok(run_cli("migrate", dsn=owner.dsn))
+    assert "applied 0024_baseline" in assert_ok(run_cli("migrate", dsn=owner.dsn))
     script = assert_ok(run_cli("roles", "--print-sql", "--prefix", owner.prefix, dsn=owner.dsn))
     with psycopg.connect(owner.dsn, autocommit=True) as conn:
         conn.execute(script)

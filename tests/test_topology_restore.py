@@ -11,10 +11,11 @@ import subprocess
 
 import psycopg
 import pytest
-from test_cli_support import assert_ok, run_cli
+from test_cli_support import run_cli
 from topology import bindir_for
 
-from jobtui.schema import load_migrations
+from jobtui.cli import main
+from jobtui.schema import Migration, load_migrations, migrator
 
 
 def _restore(source: str, target: str, *, schema_only: bool) -> None:
@@ -74,13 +75,11 @@ def test_a_full_restore_is_already_current(dsn: str, empty_dsn: str) -> None:
     assert proc.returncode == 0 and "applied" not in proc.stdout, (proc.stdout, proc.stderr)
 
 
-def _apply_up_to(dsn: str, version: int) -> None:
-    """A schema at `version` with no version rows: what a schema-only restore of a database
-    that old leaves (the migrations run by hand, the version table created empty)."""
+def _restored_without_version_rows(dsn: str) -> None:
+    """A schema at the baseline with no version rows: what a schema-only restore leaves (the
+    baseline run by hand, the version table created empty)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for m in load_migrations():
-            if m.version <= version:
-                conn.execute(m.for_schema("public"))
+        conn.execute(load_migrations()[0].for_schema("public"))
         conn.execute(
             "CREATE TABLE jobtui_migrations (version int primary key, name text not null, "
             "applied_at timestamptz not null default now())"
@@ -88,35 +87,40 @@ def _apply_up_to(dsn: str, version: int) -> None:
         conn.execute("INSERT INTO jobs (kind, payload) VALUES ('restored', '{}')")
 
 
-def test_migrate_after_restoring_an_older_version_records_it_and_applies_only_the_rest(
-    empty_dsn: str,
+def test_migrate_after_a_restore_records_the_baseline_and_applies_only_what_follows(
+    empty_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _apply_up_to(empty_dsn, 5)
+    """Recognised by its objects (an operator's own index does not stop the match); then only
+    a migration numbered after the baseline (a test-only one here) is applied."""
+    _restored_without_version_rows(empty_dsn)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute("CREATE INDEX my_own_index ON jobs (created_at)")  # an operator's own
-    proc = run_cli("migrate", dsn=empty_dsn)
-    assert proc.returncode == 0, proc.stderr
-    first, second = proc.stdout.splitlines()
-    assert "at version 5 with an empty version table" in first and "1-5" in first, first
-    later = [m for m in load_migrations() if m.version > 5]
-    assert second.endswith(
-        "(applied " + ", ".join(f"{m.version:04d}_{m.name}" for m in later) + ")"
-    ), second
+    extra = Migration(9999, "test_only_later", "CREATE TABLE __schema__.jobtui_test_later (x int)")
+    shipped = load_migrations()
+    monkeypatch.setattr(migrator, "load_migrations", lambda: [*shipped, extra])
+    assert main(["--dsn", empty_dsn, "migrate"]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    baseline = shipped[0].version
+    assert f"at version {baseline} with an empty version table" in first, first
+    assert f"recorded version {baseline} without" in first, first
+    assert second.endswith("(applied 9999_test_only_later)"), second
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM jobtui_migrations")]
-        assert sorted(versions) == [m.version for m in load_migrations()]
+        assert sorted(versions) == [baseline, 9999]
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
 
 
 def test_migrate_refuses_a_restored_schema_that_matches_no_version(empty_dsn: str) -> None:
-    _apply_up_to(empty_dsn, 2)
+    """Also what a schema-only restore of a schema from before the baseline meets."""
+    _restored_without_version_rows(empty_dsn)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        conn.execute("DROP INDEX jobs_pending_kind")  # 0001 made it: matches no version now
+        conn.execute("DROP INDEX jobs_waiting_kind_id")  # the baseline makes it: matches none
     proc = run_cli("migrate", dsn=empty_dsn)
     assert proc.returncode != 0
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "version table is empty" in lines[0] and "nothing was changed" in lines[0]
+    assert "previous jobtui version" in lines[0]
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM jobtui_migrations").fetchone() == (0,)
         probes = "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'jobtui_probe_%%'"
@@ -124,11 +128,17 @@ def test_migrate_refuses_a_restored_schema_that_matches_no_version(empty_dsn: st
 
 
 def test_dry_run_on_a_restored_schema_lists_only_what_migrate_would_apply(
-    empty_dsn: str,
+    empty_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _apply_up_to(empty_dsn, 5)
-    out = assert_ok(run_cli("migrate", "--dry-run", dsn=empty_dsn))
+    _restored_without_version_rows(empty_dsn)
+    assert main(["--dsn", empty_dsn, "migrate", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("-- schema public is up to date")
+    extra = Migration(9999, "test_only_later", "CREATE TABLE __schema__.jobtui_test_later (x int)")
+    shipped = load_migrations()
+    monkeypatch.setattr(migrator, "load_migrations", lambda: [*shipped, extra])
+    assert main(["--dsn", empty_dsn, "migrate", "--dry-run"]) == 0
+    out = capsys.readouterr().out
     listed = [line.split()[-1] for line in out.splitlines() if line.startswith("-- migration")]
-    assert listed == [f"{m.version:04d}_{m.name}" for m in load_migrations() if m.version > 5]
+    assert listed == ["9999_test_only_later"]
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM jobtui_migrations").fetchone() == (0,)

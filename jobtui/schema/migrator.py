@@ -1,4 +1,11 @@
-"""Apply the numbered migrations once each, safely from several processes at once.
+"""Apply the baseline and the numbered migrations after it once each, safely from several
+processes at once.
+
+The schema starts from one baseline file (0024_baseline.sql: nothing was released before it, so
+it replaced migrations 0001-0024); later changes are numbered migrations after it. A database
+that the old files migrated records versions 1-24 and so is at the baseline; one that stopped
+before 24 cannot be upgraded by this jobtui and is refused (MigrationRefused) with nothing
+changed.
 
 All pending migrations run in one transaction behind a transaction-level advisory lock, so two
 `jobtui migrate` runs serialise and the second finds nothing to do. Before touching a `jobs`
@@ -74,15 +81,14 @@ class MigrationRefused(Exception):
 class LockWait:
     """How long each try of migrate waits for a lock, and how often it tries.
 
-    While a migration waits in the lock queue of `jobs` (0019's DROP INDEX wants ACCESS
-    EXCLUSIVE), every later claim and INSERT queues behind it: unbounded, one idle transaction
-    that read `jobs` stops the whole queue. So each try sets `lock_timeout` to `timeout_s`
-    (0: wait as long as it takes), a try that runs out rolls back (nothing applied), and the
-    next comes `backoff_s` later, doubled each time up to BACKOFF_CAP_S, during which the queue
-    flows. `watch` opens a second (autocommit) connection that sees, while a try waits, who
-    holds it up, so the failure can name them; `on_retry(tries, pause_s, stall)` hears of each
-    failed try.
-    """
+    While a migration waits in the lock queue of `jobs` (the baseline extending an existing
+    article table wants ACCESS EXCLUSIVE, as does a DROP INDEX), every later claim and INSERT
+    queues behind it: unbounded, one idle transaction that read `jobs` stops the whole queue. So
+    each try sets `lock_timeout` to `timeout_s` (0: wait as long as it takes), a try that runs
+    out rolls back (nothing applied), and the next comes `backoff_s` later, doubled each time up
+    to BACKOFF_CAP_S, during which the queue flows. `watch` opens a second (autocommit)
+    connection that sees, while a try waits, who holds it up, so the failure can name them;
+    `on_retry(tries, pause_s, stall)` hears of each failed try."""
 
     timeout_s: float = 2.0
     retries: int = 5
@@ -239,10 +245,12 @@ class Recognised:
     recorded: list[int]
 
     def message(self, schema: str) -> str:
+        first, last = self.recorded[0], self.recorded[-1]
+        versions = f"version {first}" if first == last else f"versions {first}-{last}"
         return (
             f"recognised an existing jobtui schema {schema} at version {self.version} with an "
-            "empty version table (a schema-only restore?); recorded versions "
-            f"{self.recorded[0]}-{self.recorded[-1]} without running them again"
+            f"empty version table (a schema-only restore?); recorded {versions} without "
+            "running them again"
         )
 
 
@@ -257,7 +265,7 @@ class Migration:
 
 
 def load_migrations() -> list[Migration]:
-    """Every migration shipped with jobtui, in version order."""
+    """Every migration shipped with jobtui, in version order: the baseline first."""
     found = []
     for entry in resources.files(__package__).iterdir():
         match = _FILE.match(entry.name)
@@ -265,6 +273,21 @@ def load_migrations() -> list[Migration]:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     found.sort(key=lambda m: m.version)
     return found
+
+
+def refuse_before_baseline(done: set[int], schema: str) -> None:
+    """Refuse a schema migrated by jobtui but not to the baseline (versions recorded, the
+    baseline's not among them): the files that led from there to it no longer ship."""
+    baseline = load_migrations()[0]
+    if not done or baseline.version in done:
+        return
+    raise MigrationRefused(
+        f"schema {schema} is at version {max(done)}, from before this jobtui's baseline "
+        f"(version {baseline.version}, which replaced the unreleased migrations "
+        f"0001-{baseline.version:04d}), and cannot be upgraded from there; nothing was "
+        "changed. Recreate the schema (drop it and run migrate), or first run migrate with the "
+        "previous jobtui version, which still ships those migrations"
+    )
 
 
 def applied_versions(conn: psycopg.Connection, schema: str) -> set[int]:
@@ -295,6 +318,7 @@ def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, 
         if version is None:
             raise _unrecognised(schema)
         done = {m.version for m in load_migrations() if m.version <= version}
+    refuse_before_baseline(done, schema)
     return [(m, m.for_schema(schema)) for m in load_migrations() if m.version not in done]
 
 
@@ -379,9 +403,11 @@ def recognise_version(conn: psycopg.Connection, schema: str) -> int | None:
 def _unrecognised(schema: str) -> MigrationRefused:
     return MigrationRefused(
         f"schema {schema} has jobtui's tables but its version table is empty (a schema-only "
-        "restore?) and its objects match no jobtui version, so migrate will not re-run "
-        "migrations over it; nothing was changed. Restore the jobtui_migrations rows from "
-        "the dump, or insert them by hand for the version the schema is at"
+        "restore?) and its objects match no jobtui version from the baseline on, so migrate "
+        "will not re-run migrations over it; nothing was changed. Restore the "
+        "jobtui_migrations rows from the dump, or insert them by hand for the version the "
+        "schema is at (a schema from before the baseline: migrate it with the previous "
+        "jobtui version first, or recreate it)"
     )
 
 
@@ -434,9 +460,10 @@ def migrate_report(
     analyzed = True
     if applied:
         # After the commit: ANALYZE reads a sample of `jobs` (a second or more on a large
-        # table), and inside the transaction every lock a migration took (0019's DROP INDEX:
-        # ACCESS EXCLUSIVE, reads wait too) would be held until it ends. Its own lock (SHARE
-        # UPDATE EXCLUSIVE) lets claims and INSERTs through but waits for a VACUUM: bounded too.
+        # table), and inside the transaction every lock a migration took (ACCESS EXCLUSIVE on
+        # `jobs` for the baseline or a DROP INDEX: reads wait too) would be held until it
+        # ends. Its own lock (SHARE UPDATE EXCLUSIVE) lets claims and INSERTs through but
+        # waits for a VACUUM: bounded too.
         try:
             with conn.transaction():  # committed on a connection that is not in autocommit too
                 if lock is not None and lock.timeout_s > 0:
@@ -505,8 +532,9 @@ def _apply(
             if not done and restored_without_versions(conn, schema):
                 recognised = _repair_version_table(conn, schema)
                 done = set(recognised.recorded)
+            refuse_before_baseline(done, schema)
             todo = [m for m in load_migrations() if m.version not in done]
-            if todo and 1 not in done:
+            if not done:
                 check_existing_jobs_table(conn, schema)
             for migration in todo:
                 conn.execute(migration.for_schema(schema))
