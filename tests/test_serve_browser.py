@@ -156,6 +156,11 @@ def test_read_only_refuses_a_write_and_the_database_is_unchanged(
         wait_screen(
             browser, lambda t: "Read-only: Pause kind is not allowed" in t, "the refusal", 10
         )
+        # an export would write a file on the server: a browser session may not, even read-only
+        press(browser, "3")
+        wait_screen(browser, lambda t: "all dead letters" in t, "the Dead letters tab")
+        press(browser, "e")
+        wait_screen(browser, lambda t: "Export writes a file on the server" in t, "refusal", 10)
     assert audit_and_pauses(queue) == ([], [])
 
 

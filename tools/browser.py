@@ -58,10 +58,10 @@ def find_browser() -> tuple[str, str] | str:
         (p for p in map(shutil.which, CHROMIUM) if p), None
     )
     driver = os.environ.get("JOBTUI_CHROMEDRIVER") or shutil.which("chromedriver")
-    if chromium is None:
-        return "no Chromium found (apt-get install chromium; .ci/run installs it as root)"
-    if driver is None:
-        return "no chromedriver found (apt-get install chromium-driver)"
+    if chromium is None or not os.access(chromium, os.X_OK):
+        return f"no Chromium at {chromium or 'PATH'} (apt-get install chromium; .ci/run does)"
+    if driver is None or not os.access(driver, os.X_OK):
+        return f"no chromedriver at {driver or 'PATH'} (apt-get install chromium-driver)"
     return chromium, driver
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.browser import chromium, find_browser, serving, wait_screen  # noqa: E402
+from tools.browser import chromium, find_browser, serving, wait_screen
 
 
 def demo_dsn(data_dir: Path, timeout: float = 120) -> str:
