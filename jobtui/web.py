@@ -162,7 +162,9 @@ class ConsoleServer(Server):
             self._signed_in.pop(next(iter(self._signed_in)))
         query = request.rel_url.query.copy()
         del query["token"]
-        answer = web.HTTPSeeOther(str(request.rel_url.with_query(query)))
+        # the same page without the secret; "//host" would leave this site, "/host" does not
+        here = request.rel_url.with_path("/" + request.path.lstrip("/")).with_query(query)
+        answer = web.HTTPSeeOther(str(here))
         answer.set_cookie(
             COOKIE,
             session,

@@ -14,11 +14,13 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import conninfo
 
 from jobtui.enqueue import enqueue
 from tools.browser import chromium, find_browser, press, serving, wait_screen
@@ -176,6 +178,35 @@ def test_with_allow_writes_a_write_is_audited_with_the_token_name(
         press(browser, "1")
         wait_screen(browser, lambda t: f"Paused kind {KIND}" in t, "the notice", 10)
     assert audit_and_pauses(queue) == ([("web:bob", "pause_kind")], [(KIND, "web:bob")])
+
+
+@needs_browser
+def test_no_secret_reaches_the_browser_or_a_command_line(
+    queue: str, tokens: Path, browser: object
+) -> None:
+    password = "pw-" + uuid.uuid4().hex  # the test server trusts: any password connects
+    with serving(
+        conninfo.make_conninfo(queue, password=password), "--token-file", str(tokens)
+    ) as url:
+        text = open_console(browser, url, ALICE)
+        page = browser.page_source  # type: ignore[attr-defined]
+        cookies = str(browser.get_cookies())  # type: ignore[attr-defined]
+        commands = command_lines()
+    assert any("--web-user alice" in c for c in commands), "the session's console was not seen"
+    for leak in (password, secret(ALICE), secret(BOB)):
+        assert leak not in text and leak not in page and leak not in cookies
+        assert not [c for c in commands if leak in c]
+
+
+def command_lines() -> list[str]:
+    """Every process's command line on this machine."""
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue  # it ended
+    return lines
 
 
 # --- the command line (no browser) ------------------------------------------------------------

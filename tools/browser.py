@@ -128,20 +128,12 @@ def free_port() -> int:
 def serving(dsn: str, *options: str, port: int | None = None) -> Iterator[str]:
     """`jobtui serve` on `dsn` with `options` on a free port; its base URL while it runs."""
     port = port or free_port()
-    argv: Sequence[str] = [
-        sys.executable,
-        "-m",
-        "jobtui",
-        "--dsn",
-        dsn,
-        "serve",
-        "--port",
-        str(port),
-        *options,
-    ]
+    # The DSN in the environment, as a careful operator would: a command line is public.
+    argv: Sequence[str] = [sys.executable, "-m", "jobtui", "serve", "--port", str(port), *options]
+    env = {**os.environ, "JOBTUI_DSN": dsn}
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"jobtui-serve-{port}.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
