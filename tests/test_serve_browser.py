@@ -9,6 +9,7 @@ browser.
 from __future__ import annotations
 
 import http.client
+import os
 import re
 import subprocess
 import sys
@@ -236,3 +237,6 @@ def test_binding_beyond_loopback_needs_tokens(dsn: str, tmp_path: Path) -> None:
     assert "at least 16 characters" in line and "line 1" in line
     line = serve_fails("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
     assert "missing" in line
+    env = {**os.environ, "JOBTUI_SERVE_TOKENS": "dave:0123456789abcdef, dave:fedcba9876543210"}
+    line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", env=env)
+    assert "$JOBTUI_SERVE_TOKENS" in line and "given twice" in line
