@@ -182,6 +182,20 @@ def test_with_allow_writes_a_write_is_audited_with_the_token_name(
 
 
 @needs_browser
+def test_each_session_gets_the_config_env_and_refresh(
+    queue: str, tmp_path: Path, browser: object
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[console]\nenv = "staging-eu"\n\n[keys]\npause_kind = "Z"\n')
+    with serving(queue, "--config", str(config), "--refresh", "5s") as url:  # loopback: no token
+        browser.get(url + "/")  # type: ignore[attr-defined]
+        text = wait_screen(browser, overview_ready, "the Overview")
+        assert "ENVIRONMENT STAGING-EU" in text and "⟳ 5s" in text
+        press(browser, "Z")  # the config's key for pausing a kind: refused, read-only
+        wait_screen(browser, lambda t: "Read-only: Pause kind" in t, "the refusal", 10)
+
+
+@needs_browser
 def test_no_secret_reaches_the_browser_or_a_command_line(
     queue: str, tokens: Path, browser: object
 ) -> None:
