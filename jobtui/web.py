@@ -35,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp_jinja2
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
@@ -132,6 +132,7 @@ class ConsoleServer(Server):
         self.max_sessions = max_sessions
         self.banner = banner
         self.sessions = 0
+        self._open: set[web.WebSocketResponse] = set()
         self._signed_in: dict[str, str] = {}  # cookie value -> token name
 
     # --- the gate ------------------------------------------------------------------------
@@ -232,6 +233,7 @@ class ConsoleServer(Server):
         width = _whole(request.query.get("width", ""), 80, 20, 500)
         height = _whole(request.query.get("height", ""), 24, 5, 300)
         await websocket.prepare(request)
+        self._open.add(websocket)
         self.sessions += 1
         log.info("console session for %s (%d open)", user, self.sessions)
         service = AppService(
@@ -248,6 +250,7 @@ class ConsoleServer(Server):
                     await _relay(service, websocket, message.data)
         finally:
             await service.stop()
+            self._open.discard(websocket)
             self.sessions -= 1
             log.info("console session for %s ended", user)
         return websocket
@@ -262,6 +265,12 @@ class ConsoleServer(Server):
 
     async def on_startup(self, app: web.Application) -> None:
         print(self.banner, flush=True)
+
+    async def on_shutdown(self, app: web.Application) -> None:
+        """Ctrl+C or SIGTERM: close every session, so each console quits now (aiohttp would
+        otherwise wait for the browsers to leave)."""
+        for websocket in list(self._open):
+            await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"jobtui serve stopped")
 
 
 def _closer(websocket: web.WebSocketResponse) -> Callable[[], Awaitable[None]]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -211,6 +213,44 @@ def test_no_secret_reaches_the_browser_or_a_command_line(
     for leak in (password, secret(ALICE), secret(BOB)):
         assert leak not in text and leak not in page and leak not in cookies
         assert not [c for c in commands if leak in c]
+
+
+def sessions_of(dsn: str) -> list[int]:
+    """The pids of the browser sessions' consoles on `dsn` (from their environment)."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"--web-user" not in (proc / "cmdline").read_bytes():
+                continue
+            if f"JOBTUI_DSN={dsn}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue  # it ended
+    return pids
+
+
+def gone(pids: list[int], timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [p for p in pids if Path(f"/proc/{p}").exists()]:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@needs_browser
+@pytest.mark.parametrize("stop", ["terminate", "kill"])
+def test_the_sessions_end_with_the_server(
+    queue: str, tokens: Path, browser: object, stop: str
+) -> None:
+    """A console left behind would hold a connection and refresh forever, for nobody."""
+    with serving(queue, "--token-file", str(tokens)) as url:
+        open_console(browser, url, ALICE)
+        pids = sessions_of(queue)
+        assert len(pids) == 1
+        server = int(Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(server, signal.SIGTERM if stop == "terminate" else signal.SIGKILL)
+        assert gone(pids), f"the session's console outlived `jobtui serve` ({stop})"
 
 
 def command_lines() -> list[str]:

@@ -135,9 +135,33 @@ def cmd_console(args: Args) -> int:
     if web_user is not None:
         from jobtui.ops import Actor
 
+        _exit_with_parent()
+
         note = "served read-only: `jobtui serve` without --allow-writes"
         return run(dsn, schema, config, opening, actor=Actor.web(web_user), read_only_note=note)
     return run(dsn, schema, config, opening)
+
+
+def _exit_with_parent() -> None:
+    """A browser session's console ends when `jobtui serve` does, even when it was killed:
+    nothing else would ever stop it (its input ends, but the web driver keeps the app up).
+    The parent's death shows as a new parent; SIGTERM then quits the app as the web driver
+    does, and a console that still runs a while later is ended."""
+    import os
+    import signal
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="jobtui-exit-with-serve", daemon=True).start()
 
 
 async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:

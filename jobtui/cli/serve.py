@@ -124,7 +124,7 @@ def session_command(args: Args, user: str) -> str:
         argv += ["--env", args.env]
     if args.refresh is not None:
         argv += ["--refresh", f"{args.refresh}s"]
-    return shlex.join(argv)
+    return "exec " + shlex.join(argv)  # the console is serve's own child, not a shell's
 
 
 def cmd_serve(args: Args) -> int:
