@@ -75,6 +75,11 @@ class Actor:
         """A worker acting on its own (pruning, for example)."""
         return cls(f"worker:{worker_id}")
 
+    @classmethod
+    def web(cls, user: str) -> Actor:
+        """A browser user of `jobtui serve`, named by the token they signed in with."""
+        return cls(f"web:{user}")
+
 
 def _actor(actor: Actor) -> str:
     if not isinstance(actor, Actor) or not actor.os_user.strip():

@@ -95,7 +95,14 @@ def loaded_by(tmp_path: Path, *argv: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "argv", [["--version"], ["--help"], ["stats", "--help"], ["jobs", "list", "--help"]]
+    "argv",
+    [
+        ["--version"],
+        ["--help"],
+        ["stats", "--help"],
+        ["jobs", "list", "--help"],
+        ["serve", "--help"],
+    ],
 )
 def test_version_and_help_import_neither_psycopg_nor_textual(
     tmp_path: Path, argv: list[str]
@@ -111,6 +118,13 @@ def test_version_and_help_import_neither_psycopg_nor_textual(
 @pytest.mark.parametrize("argv", [["stats", "--json"], ["check"], ["jobs", "list"]])
 def test_monitoring_commands_import_no_textual(tmp_path: Path, dsn: str, argv: list[str]) -> None:
     assert loaded_by(tmp_path, *argv, "--dsn", dsn) == ["psycopg"]
+
+
+@pytest.mark.slow
+def test_serve_imports_no_textual_itself(tmp_path: Path, dsn: str) -> None:
+    """`jobtui serve`'s web server runs without the console: each browser session's process
+    imports it. (Refused here, without tokens, after its web server's modules are loaded.)"""
+    assert "textual" not in loaded_by(tmp_path, "serve", "--host", "0.0.0.0", "--dsn", dsn)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@
     kinds       kinds.py
     workers     workers.py (quiet, resume, stop a worker)
     stats check monitoring.py
+    serve       serve.py (the console in a browser; the web server is jobtui/web.py)
     worker migrate prune roles  admin.py
 
 Every failure a user can cause becomes one line on stderr and a non-zero exit (errors.py); a
@@ -63,6 +64,10 @@ GROUPS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("jobtui.cli.schedules", (("schedules", "Periodic jobs: list, pause, resume, run now."),)),
     ("jobtui.cli.kinds", (("kinds", "Job kinds: limits and pauses."),)),
     ("jobtui.cli.workers", (("workers", "List workers; quiet, resume or stop a running worker."),)),
+    (
+        "jobtui.cli.serve",
+        (("serve", "Serve the console to browsers (read-only unless --allow-writes)."),),
+    ),
 )
 CONSOLE = GROUPS[0][0]
 

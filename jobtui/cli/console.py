@@ -23,6 +23,7 @@ from jobtui.cli.errors import CliError
 
 if TYPE_CHECKING:
     from jobtui.console_config import ConsoleConfig
+    from jobtui.ops import Actor
     from jobtui.tui.app import DeepLink
 
 MIN_REFRESH_S = 0.5
@@ -42,6 +43,9 @@ def register(commands: Commands) -> None:
         "jobtui console --job 123",
     )
     add_options(p, suppress=False)
+    # Set by `jobtui serve` for each browser session (see serve.py): the audit log names the
+    # web user, and the console talks to the browser through pipes, not a terminal.
+    p.add_argument("--web-user", metavar="NAME", default=None, help=argparse.SUPPRESS)
 
 
 def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
@@ -125,9 +129,39 @@ def cmd_console(args: Args) -> int:
         if what is None:
             raise CliError(f"--job {wanted}: no job or dead letter has this id")
         opening = dataclasses.replace(opening, detail=(what, wanted))
-    if not sys.stdout.isatty() or not sys.stdin.isatty():
+    web_user = getattr(args, "web_user", None)
+    if web_user is None and (not sys.stdout.isatty() or not sys.stdin.isatty()):
         raise CliError("the console needs a terminal (for scripts, see `jobtui stats`)")
+    if web_user is not None:
+        from jobtui.ops import Actor
+
+        _exit_with_parent()
+
+        note = "served read-only: `jobtui serve` without --allow-writes"
+        return run(dsn, schema, config, opening, actor=Actor.web(web_user), read_only_note=note)
     return run(dsn, schema, config, opening)
+
+
+def _exit_with_parent() -> None:
+    """A browser session's console ends when `jobtui serve` does, even when it was killed:
+    nothing else would ever stop it (its input ends, but the web driver keeps the app up).
+    The parent's death shows as a new parent; SIGTERM then quits the app as the web driver
+    does, and a console that still runs a while later is ended."""
+    import os
+    import signal
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="jobtui-exit-with-serve", daemon=True).start()
 
 
 async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:
@@ -146,7 +180,15 @@ async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:
         await conn.close()
 
 
-def run(dsn: str, schema: str, config: ConsoleConfig, opening: DeepLink | None = None) -> int:
+def run(
+    dsn: str,
+    schema: str,
+    config: ConsoleConfig,
+    opening: DeepLink | None = None,
+    *,
+    actor: Actor | None = None,
+    read_only_note: str = "--read-only or config",
+) -> int:
     """Run the console until the operator quits; returns the exit code."""
     from jobtui.tui.app import run_console
 
@@ -158,6 +200,8 @@ def run(dsn: str, schema: str, config: ConsoleConfig, opening: DeepLink | None =
             env=config.env,
             env_danger_pattern=config.env_danger_pattern,
             opening=opening,
+            actor=actor,
+            read_only_note=read_only_note,
         )
         or 0
     )

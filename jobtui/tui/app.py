@@ -197,6 +197,8 @@ class JobtuiApp(App[int]):
         env: str | None = None,
         env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
         opening: DeepLink | None = None,
+        actor: ops.Actor | None = None,
+        read_only_note: str = "--read-only or config",
     ) -> None:
         super().__init__()
         if self.console.color_system in SIXTEEN_COLOURS and not self.no_color:
@@ -212,7 +214,8 @@ class JobtuiApp(App[int]):
         self.schema = schema
         self.config = config
         self.link = Link(dsn, schema)
-        self.actor = ops.Actor.current()
+        self.actor = actor or ops.Actor.current()
+        self.read_only_note = read_only_note  # the banner's reason when config.read_only
         self.refresh_s = config.refresh_s
         self.refresh_paused = False
         self.read_only_why: str | None = None  # why the server refuses writes, when it does
@@ -289,6 +292,10 @@ class JobtuiApp(App[int]):
         return self.config.read_only or self.read_only_why is not None
 
     @property
+    def read_only_reason(self) -> str | None:
+        return self.read_only_why or (self.read_only_note if self.config.read_only else None)
+
+    @property
     def active_tab(self) -> str:
         return self.query_one("#tabs", TabbedContent).active or "overview"
 
@@ -345,8 +352,7 @@ class JobtuiApp(App[int]):
         banners = self.query_one(Banners)
         data_age = None if self.updated_at is None else time.time() - self.updated_at
         banners.show_down(self.db_error, self.link.retry_in(), data_age)
-        why = self.read_only_why or ("--read-only or config" if self.config.read_only else None)
-        banners.show_mode(self.replica, why)
+        banners.show_mode(self.replica, self.read_only_reason)
 
     # --- refresh loop --------------------------------------------------------------------
 
@@ -762,14 +768,25 @@ def run_console(
     env: str | None = None,
     env_danger_pattern: str = DEFAULT_DANGER_PATTERN,
     opening: DeepLink | None = None,
+    actor: ops.Actor | None = None,
+    read_only_note: str = "--read-only or config",
 ) -> int:
     """Run the console until the operator quits; returns the process exit code.
 
     `env` names the environment in a banner, red when it matches `env_danger_pattern`
-    (comma-separated globs, any case); `opening` says where it opens (see `deep_link`).
+    (comma-separated globs, any case); `opening` says where it opens (see `deep_link`);
+    `actor` is who the audit log names (default: this OS user at this host), and
+    `read_only_note` why the banner says read-only when the config made it so.
     """
     app = JobtuiApp(
-        dsn, schema, config=config, env=env, env_danger_pattern=env_danger_pattern, opening=opening
+        dsn,
+        schema,
+        config=config,
+        env=env,
+        env_danger_pattern=env_danger_pattern,
+        opening=opening,
+        actor=actor,
+        read_only_note=read_only_note,
     )
     app.run()
     return app.return_code or 0

@@ -8,10 +8,12 @@ handles in one place. The app satisfies `Host`; nothing here knows its class.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol, cast
 
 from textual.app import App
+from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.message import Message
 
 from jobtui.console_config import ConsoleConfig
@@ -32,6 +34,10 @@ class Host(Protocol):
     @property
     def read_only(self) -> bool: ...
 
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why writes are refused (the READ-ONLY banner's words); None while they are not."""
+
     def refresh_now(self) -> None: ...
 
     def note_read(self, error: str | None) -> None:
@@ -44,6 +50,24 @@ class Host(Protocol):
 def host(app: App[Any]) -> Host:
     """The running app, seen through `Host`."""
     return cast(Host, app)
+
+
+def read_only_refusal(node: DOMNode, key: str, writes: Collection[str]) -> str | None:
+    """The line to show when `key` is one of `node`'s write keys (actions in `writes`) and the
+    console is read-only: those keys are hidden then, and pressing one would otherwise do
+    nothing, silently (a web user of `jobtui serve` may not know why). None otherwise."""
+    console = host(node.app)
+    reason = console.read_only_reason
+    if reason is None:
+        return None
+    keymap = console.config.keymap
+    for cls in type(node).__mro__:
+        for binding in Binding.make_bindings(cls.__dict__.get("BINDINGS", ())):
+            keys = keymap.get(binding.id, binding.key) if binding.id else binding.key
+            if binding.action in writes and key in keys.split(","):
+                what = binding.description or binding.action
+                return f"Read-only: {what} is not allowed ({reason})."
+    return None
 
 
 class WriteAsked(Message):

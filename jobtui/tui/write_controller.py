@@ -284,6 +284,13 @@ class WriteController:
         self._report(text, refresh=True)
 
     async def _export(self, ids: list[int], flt: DeadFilter, group: str | None) -> None:
+        if self.app.is_web:  # `jobtui serve`: the file would be written on the server
+            self._report(
+                "Export writes a file on the server, so a browser session cannot; "
+                "run `jobtui dead list --json` instead.",
+                severity="warning",
+            )
+            return
         matching = await self.link.run(browse.count_dead, flt)
         choices = []
         if ids:

@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from jobtui.models import Page
 from jobtui.tui.connection import Link
-from jobtui.tui.host import Host, host
+from jobtui.tui.host import Host, host, read_only_refusal
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.texts import same
 from jobtui.tui.widgets.keyed_table import KeyedTable
@@ -44,6 +44,11 @@ WRITE_ACTIONS = frozenset(
         "quiet_worker",
         "stop_worker",
         "run_again",
+        # the Database tab's, on the blocker (each also needs a blocker of its kind)
+        "cancel_backend",
+        "terminate_backend",
+        "end_prepared",
+        "drop_slot",
     }
 )
 
@@ -83,6 +88,10 @@ class Pane(Vertical):
         """A key whose binding here is greyed (check_action said None) would do nothing,
         silently: say why instead. Any key: the next refresh draws held figures at once."""
         self._drawn_at = 0.0
+        refusal = read_only_refusal(self, event.key, WRITE_ACTIONS)
+        if refusal is not None:
+            self.app.notify(refusal, severity="warning", timeout=6, markup=False)
+            return
         active = self.app.active_bindings.get(event.key)
         if active is None or active.node is not self or active.enabled:
             return

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -49,7 +49,7 @@ from jobtui.tui.actions import (
 )
 from jobtui.tui.clipboard import clips_of
 from jobtui.tui.connection import LinkDown
-from jobtui.tui.host import Host, PaletteEntry, WriteAsked, host
+from jobtui.tui.host import Host, PaletteEntry, WriteAsked, host, read_only_refusal
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
 from jobtui.tui.texts import coarse_age, same
@@ -245,6 +245,11 @@ class DetailScreen(Screen[None]):
             self.set_timer(max(0.2, console.refresh_s), self.reload)
 
     # --- what is offered -----------------------------------------------------------------
+
+    def on_key(self, event: events.Key) -> None:
+        refusal = read_only_refusal(self, event.key, WRITES)
+        if refusal is not None:
+            self.app.notify(refusal, severity="warning", timeout=6, markup=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITES and self.console.read_only:

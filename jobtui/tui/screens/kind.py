@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -38,7 +38,7 @@ from jobtui.inert import inert, one_line
 from jobtui.kindinfo import ErrorGroup, KindInfo
 from jobtui.metrics import rate_text
 from jobtui.tui.connection import LinkDown
-from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host
+from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host, read_only_refusal
 from jobtui.tui.screens.kind_chart import SCALE_W, bars, ms_text, time_axis
 from jobtui.tui.texts import drain_text
 from jobtui.tui.widgets.footer import ConsoleFooter
@@ -122,6 +122,11 @@ class KindScreen(Screen[None]):
         for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
             self._set(selector, Text(""))
         self.query_one("#kind-scroll").scroll_home(animate=False)
+
+    def on_key(self, event: events.Key) -> None:
+        refusal = read_only_refusal(self, event.key, ("toggle_pause", "limits"))
+        if refusal is not None:
+            self.app.notify(refusal, severity="warning", timeout=6, markup=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in ("toggle_pause", "limits") and self.console.read_only)

@@ -1,0 +1,296 @@
+"""`jobtui serve` in a real browser (issue 28): Debian's headless Chromium drives the console
+served over HTTP, on a real database.
+
+Where Chromium, chromedriver or selenium are missing the browser tests skip and say why
+(.ci/run installs chromium and chromium-driver as root). The gate's HTTP checks need no
+browser.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import conninfo
+
+from jobtui.enqueue import enqueue
+from tools.browser import chromium, find_browser, press, serving, wait_screen
+
+pytest.importorskip("textual_serve", reason="textual-serve is not installed (jobtui[web])")
+
+ALICE = "alice:a1ice-secret-0123456789"
+BOB = "bob:b0b-secret-9876543210xyz"
+KIND = "send_invoice"
+DEPTH = 7
+
+found = find_browser()
+needs_browser = pytest.mark.skipif(isinstance(found, str), reason=str(found))
+
+
+def secret(token: str) -> str:
+    return token.split(":", 1)[1]
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> Path:
+    path = tmp_path / "tokens"
+    path.write_text(f"# web users\n{ALICE}\n{BOB}\n")
+    return path
+
+
+@pytest.fixture
+def queue(dsn: str) -> str:
+    """A database with DEPTH ready jobs of KIND."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for n in range(DEPTH):
+            enqueue(conn, KIND, {"n": n})
+    return dsn
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    with chromium() as driver:
+        yield driver
+
+
+def overview_ready(text: str) -> bool:
+    """The Overview is drawn with its kinds table, KIND's row showing its depth."""
+    return "1 Overview" in text and re.search(rf"{KIND}\s+{DEPTH}\b", text) is not None
+
+
+def open_console(driver: object, url: str, token: str) -> str:
+    driver.get(f"{url}/?token={secret(token)}")  # type: ignore[attr-defined]
+    return wait_screen(driver, overview_ready, f"the Overview with {KIND} at depth {DEPTH}")
+
+
+def audit_and_pauses(dsn: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    with psycopg.connect(dsn) as conn:
+        audit = conn.execute("SELECT os_user, action FROM audit_log ORDER BY id").fetchall()
+        paused = conn.execute("SELECT kind, paused_by FROM paused_kinds").fetchall()
+    return audit, paused
+
+
+@needs_browser
+def test_the_browser_shows_the_overview_and_switches_tabs(
+    queue: str, tokens: Path, browser: object
+) -> None:
+    with serving(queue, "--token-file", str(tokens)) as url:
+        text = open_console(browser, url, ALICE)
+        # the sign-in answered with a redirect: the secret is no longer in the address bar
+        assert secret(ALICE) not in browser.current_url  # type: ignore[attr-defined]
+        assert "READ-ONLY" in text
+        assert re.search(rf"^ *{KIND} +{DEPTH} ", text, re.M), text
+        press(browser, "3")
+        wait_screen(browser, lambda t: "all dead letters" in t, "the Dead letters tab")
+        press(browser, "2")
+        wait_screen(browser, lambda t: "filter unfinished jobs" in t, "the Jobs tab", 20)
+
+
+@needs_browser
+def test_a_wrong_or_missing_token_gets_no_console(
+    queue: str, tokens: Path, browser: object
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    with serving(queue, "--token-file", str(tokens)) as url:
+        for address, says in (
+            (f"{url}/", "needs a token"),
+            (f"{url}/?token=not-the-right-secret-at-all", "not valid"),
+        ):
+            browser.get(address)  # type: ignore[attr-defined]
+            body = browser.find_element(By.TAG_NAME, "body").text  # type: ignore[attr-defined]
+            assert says in body
+            assert not browser.find_elements(By.CSS_SELECTOR, "#terminal")  # type: ignore[attr-defined]
+            assert browser.execute_script("return window.__jobtuiTerminals.length") == 0  # type: ignore[attr-defined]
+
+
+def upgrade(url: str, headers: dict[str, str]) -> int:
+    """The status of a websocket upgrade request to `url`/ws."""
+    host = url.removeprefix("http://")
+    conn = http.client.HTTPConnection(host, timeout=10)
+    try:
+        conn.request(
+            "GET",
+            "/ws",
+            headers={
+                "Connection": "Upgrade",
+                "Upgrade": "websocket",
+                "Sec-WebSocket-Version": "13",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+                **headers,
+            },
+        )
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_the_gate_refuses_pages_and_websockets_without_a_token(queue: str, tokens: Path) -> None:
+    with serving(queue, "--host", "0.0.0.0", "--token-file", str(tokens)) as url:
+        for address in (f"{url}/", f"{url}/?token=wrong-wrong-wrong-wrong"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(address, timeout=10)
+            assert refused.value.code == 401
+        assert upgrade(url, {}) == 401
+        assert upgrade(url, {"Authorization": "Bearer wrong-wrong-wrong-wrong"}) == 401
+        good = {"Authorization": f"Bearer {secret(BOB)}"}
+        # another site's page cannot open the console with the operator's credentials
+        assert upgrade(url, {**good, "Origin": "http://evil.example"}) == 403
+        assert upgrade(url, {**good, "Origin": url}) == 101
+
+
+@needs_browser
+def test_read_only_refuses_a_write_and_the_database_is_unchanged(
+    queue: str, tokens: Path, browser: object
+) -> None:
+    with serving(queue, "--token-file", str(tokens)) as url:
+        open_console(browser, url, ALICE)
+        press(browser, "P")  # pause the kind under the cursor
+        wait_screen(
+            browser, lambda t: "Read-only: Pause kind is not allowed" in t, "the refusal", 10
+        )
+        # an export would write a file on the server: a browser session may not, even read-only
+        press(browser, "3")
+        wait_screen(browser, lambda t: "all dead letters" in t, "the Dead letters tab")
+        press(browser, "e")
+        wait_screen(browser, lambda t: "Export writes a file on the server" in t, "refusal", 10)
+    assert audit_and_pauses(queue) == ([], [])
+
+
+@needs_browser
+def test_with_allow_writes_a_write_is_audited_with_the_token_name(
+    queue: str, tokens: Path, browser: object
+) -> None:
+    with serving(queue, "--token-file", str(tokens), "--allow-writes") as url:
+        text = open_console(browser, url, BOB)
+        assert "READ-ONLY" not in text
+        press(browser, "P")
+        wait_screen(browser, lambda t: "Pause kind?" in t, "the confirmation", 10)
+        press(browser, "1")
+        wait_screen(browser, lambda t: f"Paused kind {KIND}" in t, "the notice", 10)
+    assert audit_and_pauses(queue) == ([("web:bob", "pause_kind")], [(KIND, "web:bob")])
+
+
+@needs_browser
+def test_each_session_gets_the_config_env_and_refresh(
+    queue: str, tmp_path: Path, browser: object
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[console]\nenv = "staging-eu"\n\n[keys]\npause_kind = "Z"\n')
+    with serving(queue, "--config", str(config), "--refresh", "5s") as url:  # loopback: no token
+        browser.get(url + "/")  # type: ignore[attr-defined]
+        text = wait_screen(browser, overview_ready, "the Overview")
+        assert "ENVIRONMENT STAGING-EU" in text and "⟳ 5s" in text
+        press(browser, "Z")  # the config's key for pausing a kind: refused, read-only
+        wait_screen(browser, lambda t: "Read-only: Pause kind" in t, "the refusal", 10)
+
+
+@needs_browser
+def test_no_secret_reaches_the_browser_or_a_command_line(
+    queue: str, tokens: Path, browser: object
+) -> None:
+    password = "pw-" + uuid.uuid4().hex  # the test server trusts: any password connects
+    with serving(
+        conninfo.make_conninfo(queue, password=password), "--token-file", str(tokens)
+    ) as url:
+        text = open_console(browser, url, ALICE)
+        page = browser.page_source  # type: ignore[attr-defined]
+        cookies = str(browser.get_cookies())  # type: ignore[attr-defined]
+        commands = command_lines()
+    assert any("--web-user alice" in c for c in commands), "the session's console was not seen"
+    for leak in (password, secret(ALICE), secret(BOB)):
+        assert leak not in text and leak not in page and leak not in cookies
+        assert not [c for c in commands if leak in c]
+
+
+def sessions_of(dsn: str) -> list[int]:
+    """The pids of the browser sessions' consoles on `dsn` (from their environment)."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"--web-user" not in (proc / "cmdline").read_bytes():
+                continue
+            if f"JOBTUI_DSN={dsn}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue  # it ended
+    return pids
+
+
+def gone(pids: list[int], timeout: float = 20) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not [p for p in pids if Path(f"/proc/{p}").exists()]:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@needs_browser
+@pytest.mark.parametrize("stop", ["terminate", "kill"])
+def test_the_sessions_end_with_the_server(
+    queue: str, tokens: Path, browser: object, stop: str
+) -> None:
+    """A console left behind would hold a connection and refresh forever, for nobody."""
+    with serving(queue, "--token-file", str(tokens)) as url:
+        open_console(browser, url, ALICE)
+        pids = sessions_of(queue)
+        assert len(pids) == 1
+        server = int(Path(f"/proc/{pids[0]}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        os.kill(server, signal.SIGTERM if stop == "terminate" else signal.SIGKILL)
+        assert gone(pids), f"the session's console outlived `jobtui serve` ({stop})"
+
+
+def command_lines() -> list[str]:
+    """Every process's command line on this machine."""
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue  # it ended
+    return lines
+
+
+# --- the command line (no browser) ------------------------------------------------------------
+
+
+def serve_fails(*argv: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobtui", "serve", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_binding_beyond_loopback_needs_tokens(dsn: str, tmp_path: Path) -> None:
+    line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", "--port", "1")
+    assert "--token-file" in line and "0.0.0.0" in line
+    weak = tmp_path / "weak"
+    weak.write_text("carol:short\n")
+    line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", "--token-file", str(weak))
+    assert "at least 16 characters" in line and "line 1" in line
+    line = serve_fails("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
+    assert "missing" in line
+    env = {**os.environ, "JOBTUI_SERVE_TOKENS": "dave:0123456789abcdef, dave:fedcba9876543210"}
+    line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", env=env)
+    assert "$JOBTUI_SERVE_TOKENS" in line and "given twice" in line
