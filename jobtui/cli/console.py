@@ -23,6 +23,7 @@ from jobtui.cli.errors import CliError
 
 if TYPE_CHECKING:
     from jobtui.console_config import ConsoleConfig
+    from jobtui.targets import Target
     from jobtui.tui.app import DeepLink
 
 MIN_REFRESH_S = 0.5
@@ -110,6 +111,19 @@ def cmd_console(args: Args) -> int:
     refresh = getattr(args, "refresh", None)
     if refresh:
         config = config.with_(refresh_s=max(MIN_REFRESH_S, refresh))
+    # --- targets (issue 28): several targets open on the targets overview ---
+    from jobtui.cli.session import base_schema, one_target, targets_of
+
+    chosen = targets_of(args)
+    if len(chosen) > 1:
+        if any(getattr(args, k, None) is not None for k in ("tab", "filter", "job")):
+            raise CliError("--tab, --filter and --job open one target's console: give one --target")
+        if not sys.stdout.isatty() or not sys.stdin.isatty():
+            raise CliError("the console needs a terminal (for scripts, see `jobtui stats`)")
+        from jobtui.tui.targets_screen import run_targets
+
+        return run_targets(chosen, base_schema(args), config)
+    # --- end targets ---
     from jobtui.tui.app import deep_link  # textual is imported here, and only here
 
     try:
@@ -127,7 +141,7 @@ def cmd_console(args: Args) -> int:
         opening = dataclasses.replace(opening, detail=(what, wanted))
     if not sys.stdout.isatty() or not sys.stdin.isatty():
         raise CliError("the console needs a terminal (for scripts, see `jobtui stats`)")
-    return run(dsn, schema, config, opening)
+    return run(dsn, schema, config, opening, target=one_target(args))
 
 
 async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:
@@ -146,7 +160,13 @@ async def _which_table(dsn: str, schema: str, row_id: int) -> str | None:
         await conn.close()
 
 
-def run(dsn: str, schema: str, config: ConsoleConfig, opening: DeepLink | None = None) -> int:
+def run(
+    dsn: str,
+    schema: str,
+    config: ConsoleConfig,
+    opening: DeepLink | None = None,
+    target: Target | None = None,
+) -> int:
     """Run the console until the operator quits; returns the exit code."""
     from jobtui.tui.app import run_console
 
@@ -158,6 +178,7 @@ def run(dsn: str, schema: str, config: ConsoleConfig, opening: DeepLink | None =
             env=config.env,
             env_danger_pattern=config.env_danger_pattern,
             opening=opening,
+            target=target,
         )
         or 0
     )
