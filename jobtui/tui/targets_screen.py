@@ -42,7 +42,7 @@ from jobtui.metrics import snapshot
 from jobtui.models import Snapshot
 from jobtui.targets import Target
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
-from jobtui.tui.texts import coarse_age
+from jobtui.tui.texts import coarse_age, same
 
 OK, WARN, CRIT, DOWN, SLOW, WAIT = "OK", "WARN", "CRIT", "DB DOWN", "SLOW", "…"
 TROUBLE = frozenset({WARN, CRIT, DOWN, SLOW})
@@ -54,9 +54,9 @@ COLUMNS = (
     ("dead", "dead"),
     ("run", "run p95"),
     ("alerts", "alerts"),
-    ("db", "db"),
     ("note", "note"),
 )
+FLUSH_S = 0.5  # rows that changed are drawn together, at most this often
 # Where the console goes after a target's console closes (`JobtuiApp.leave`).
 BACK, NEXT = "targets", "next"
 
@@ -126,7 +126,6 @@ def cells(target: Target, row: Row) -> list[Text]:
         Text(n(row.dead), justify="right"),
         Text(_ms(row.run_p95_ms), justify="right"),
         Text(alerts_text),
-        Text(_ms(row.db_ms), justify="right", style="dim"),
         inert(row.error or "", style="dim"),
     ]
 
@@ -198,6 +197,7 @@ class TargetsApp(App[str | None]):
         self.start_at = cursor
         self.after = after
         self.started = time.monotonic()
+        self._dirty: set[str] = set()  # targets whose row changed since the last flush
 
     def compose(self) -> ComposeResult:
         yield Static(id="targets-head")
@@ -215,7 +215,11 @@ class TargetsApp(App[str | None]):
         if self.start_at in self.watches:
             table.move_cursor(row=list(self.watches).index(self.start_at))
         table.focus()
+        self.query_one("#targets-note", Static).update(
+            Text("enter open a target's console · n next in trouble · q quit", style="dim")
+        )
         self._render_head()
+        self.set_interval(FLUSH_S, self._draw_rows)
         for w in self.watches.values():
             self.run_worker(self._watch(w), group=f"target-{w.target.key}", exit_on_error=False)
 
@@ -233,11 +237,8 @@ class TargetsApp(App[str | None]):
             await asyncio.sleep(w.next_delay(self.config.refresh_s))
 
     def _show(self, w: Watch, row: Row) -> None:
-        table = self.table
-        for (column, _), cell in zip(COLUMNS, cells(w.target, row), strict=True):
-            if table.get_cell(w.target.key, column) != cell:
-                table.update_cell(w.target.key, column, cell)
-        self._render_head()
+        """Note the target's new row; `_draw_rows` draws the rows that changed, together."""
+        self._dirty.add(w.target.key)
         if self.after is not None and all(x.polls for x in self.watches.values()):
             after, self.after = self.after, None
             found = self._trouble_after(after)
@@ -245,6 +246,22 @@ class TargetsApp(App[str | None]):
                 self.exit(found)
             else:
                 self.notify("No other target in trouble.", markup=False, timeout=4)
+
+    def _draw_rows(self) -> None:
+        """Draw every row that changed since the last flush in one screen update: targets
+        refresh at their own pace, and one redraw per target would multiply the bytes sent."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        table = self.table
+        with self.batch_update():
+            for key in dirty:
+                w = self.watches[key]
+                for (column, _), cell in zip(COLUMNS, cells(w.target, w.row), strict=True):
+                    old = table.get_cell(key, column)
+                    if not (isinstance(old, Text) and same(old, cell)):
+                        table.update_cell(key, column, cell)
+            self._render_head()
 
     def _render_head(self) -> None:
         troubled = [w for w in self.watches.values() if w.row.in_trouble]
@@ -254,10 +271,9 @@ class TargetsApp(App[str | None]):
             (f"{len(troubled)} in trouble", "bold red") if troubled else ("all OK", "green"),
             f"  │ ⟳ {self.config.refresh_s:g}s",
         )
-        self.query_one("#targets-head", Static).update(head)
-        self.query_one("#targets-note", Static).update(
-            Text("enter open a target's console · n next in trouble · q quit", style="dim")
-        )
+        widget = self.query_one("#targets-head", Static)
+        if not same(widget.content, head):
+            widget.update(head)
 
     def _keys(self) -> list[str]:
         return list(self.watches)
