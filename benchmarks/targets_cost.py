@@ -6,8 +6,10 @@ finished ones and dead letters), then measures the targets overview at a 2 s ref
 - database time: the overview runs headless for `--seconds`; every target's link adds up the
   wall time of its reads (as the one-database console's `db` figure does). Printed per
   refresh of one target, per refresh round of all N, and per second;
-- terminal bytes: the real `jobtui --all-targets console` in a 120x40 pseudo-terminal; start-up
-  output is read and discarded, then every byte written while nobody touches a key is counted.
+- terminal bytes: the targets overview in a 120x40 pseudo-terminal; start-up output is read
+  and discarded, then every byte written while nobody touches a key is counted: `idle` while
+  the databases do not change, `busy` while one job a second goes into every one of them
+  (every row's depth changes at every refresh).
 
     python benchmarks/targets_cost.py                        # 1, 5, 20 targets, 10 s each
     python benchmarks/targets_cost.py --counts 1,5 --seconds 5
@@ -23,6 +25,7 @@ import asyncio
 import contextlib
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +45,9 @@ from jobtui.targets import Target  # noqa: E402
 REFRESH_S = 2.0
 TEMPLATE = "jobtui_tc_template"
 SEED = """
-INSERT INTO jobs (kind, payload) SELECT 'kind_' || (g % 8), '{}' FROM generate_series(1, 2000) g;
+INSERT INTO jobs (kind, payload, created_at, run_at)
+SELECT 'kind_' || (g % 8), '{}', now() - interval '10 minutes', now() - interval '10 minutes'
+FROM generate_series(1, 2000) g;
 INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at, run_at,
                           last_error, errors, reason)
 SELECT nextval('jobs_id_seq'), 'kind_1', '{}', 3, 3, now(), now(), 'E: x', '[]', 'failed'
@@ -105,8 +110,10 @@ async def db_time(dsns: list[str], seconds: float) -> tuple[float, int]:
     return ms, polls
 
 
-def terminal_bytes(config: Path, seconds: float, startup: float) -> tuple[int, float]:
-    """(start-up bytes, idle bytes per second) of the targets overview over every target (as
+def terminal_bytes(
+    config: Path, dsns: list[str], seconds: float, startup: float
+) -> tuple[int, float, float]:
+    """(start-up bytes, idle B/s, busy B/s) of the targets overview over every target (as
     `jobtui --all-targets console` opens it; with one target that command opens its console
     instead, so the overview is started directly)."""
     code = (
@@ -119,7 +126,27 @@ def terminal_bytes(config: Path, seconds: float, startup: float) -> tuple[int, f
     with ConsolePty("", cmd=[sys.executable, "-c", code]) as console:
         first = console.read_for(startup)
         idle = console.read_for(seconds)
-    return first, idle / seconds
+        stop = threading.Event()
+        feeder = threading.Thread(target=feed, args=(dsns, stop), daemon=True)
+        feeder.start()
+        try:
+            busy = console.read_for(seconds)
+        finally:
+            stop.set()
+            feeder.join()
+    return first, idle / seconds, busy / seconds
+
+
+def feed(dsns: list[str], stop: threading.Event) -> None:
+    """One job into every target each second: every row's depth changes every refresh."""
+    conns = [psycopg.connect(dsn, autocommit=True) for dsn in dsns]
+    try:
+        while not stop.wait(1.0):
+            for c in conns:
+                c.execute("INSERT INTO jobs (kind, payload) VALUES ('fed', '{}')")
+    finally:
+        for c in conns:
+            c.close()
 
 
 def main() -> int:
@@ -139,22 +166,22 @@ def main() -> int:
         for n in counts:
             ms, polls = asyncio.run(db_time(dsns[:n], args.seconds))
             config = write_config(dsns[:n], Path(tmp) / f"config-{n}.toml")
-            first, rate = terminal_bytes(config, args.seconds, args.startup)
-            rows.append((n, ms, polls, first, rate))
+            first, idle, busy = terminal_bytes(config, dsns[:n], args.seconds, args.startup)
+            rows.append((n, ms, polls, first, idle, busy))
             print(f"  {n} targets measured", file=sys.stderr, flush=True)
     print(
         f"targets overview, {REFRESH_S:g} s refresh, 120x40, {args.seconds:g} s windows, "
-        "2,000 ready jobs and 20 dead letters per database"
+        "2,000 ready jobs (10 minutes old) and 20 dead letters per database"
     )
     print(
         f"{'targets':>7}  {'reads':>5}  {'db ms/read':>10}  {'db ms/round':>11}  "
-        f"{'db ms/s':>7}  {'start-up B':>10}  {'idle B/s':>8}"
+        f"{'db ms/s':>7}  {'start-up B':>10}  {'idle B/s':>8}  {'busy B/s':>8}"
     )
-    for n, ms, polls, first, rate in rows:
+    for n, ms, polls, first, idle, busy in rows:
         per_read = ms / polls if polls else float("nan")
         print(
             f"{n:>7}  {polls:>5}  {per_read:>10.1f}  {per_read * n:>11.1f}  "
-            f"{ms / args.seconds:>7.1f}  {first:>10}  {rate:>8.0f}"
+            f"{ms / args.seconds:>7.1f}  {first:>10}  {idle:>8.0f}  {busy:>8.0f}"
         )
     return 0
 

@@ -11,35 +11,26 @@ Declared in the config file (`jobtui.console_config`), one table per target:
     timeout = "5s"             # statement and connect timeout of this target's reads
 
 `select` turns `--target NAME` (repeatable), `--all-targets` and `--dsn` into the targets to
-use; `gather` runs one function on every target at once, each on its own connection under its
-own timeout, so a target that is down, slow or locked gives its own error and never delays
-or hides the others. Free of textual: the CLI and the console both use it.
+use; `jobtui.fleet.gather` reads them all at once. Free of textual and of any connection:
+the config file's parser uses it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any
 
 from jobtui.config import InvalidDuration, parse_duration
-from jobtui.sql import SCHEMA_PATTERN, queries
-
-if TYPE_CHECKING:
-    import psycopg
-
-T = TypeVar("T")
+from jobtui.sql import SCHEMA_PATTERN
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,39}$")
 COLOUR_PATTERN = re.compile(r"^(#[0-9A-Fa-f]{6}|#[0-9A-Fa-f]{3}|[a-z_]+[0-9]*)$")
 DEFAULT_TIMEOUT_S = 5.0
 MIN_CONNECT_TIMEOUT_S = 2  # libpq's floor for connect_timeout
 KEYS = ("dsn", "schema", "label", "colour", "color", "danger", "timeout")
-APPLICATION_NAME = "jobtui-targets"
 
 
 class TargetError(ValueError):
@@ -167,81 +158,6 @@ def select(
         if declared[name] not in chosen:
             chosen.append(declared[name])
     return chosen
-
-
-# --- one function on every target at once ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome(Generic[T]):
-    """What one target gave: a value, or the one-line error that took its place."""
-
-    target: Target
-    value: T | None = None
-    error: str | None = None
-    timed_out: bool = False
-    db_ms: float = 0.0
-
-
-async def open_target(target: Target, schema: str) -> psycopg.AsyncConnection:
-    """A connection to `target` with its own connect and statement timeout, schema checked."""
-    from jobtui.db import aapply_prepared_mode, acheck_schema, aconnect
-
-    conn = await aconnect(
-        target.dsn,
-        app=APPLICATION_NAME,
-        extra={"connect_timeout": target.connect_timeout_s},
-    )
-    try:
-        if not await aapply_prepared_mode(conn):  # a session SET would leak behind a pooler
-            ms = str(round(target.timeout_s * 1000))
-            await conn.execute(queries().browse_statement_timeout, {"ms": ms})
-        await acheck_schema(conn, schema)
-    except BaseException:
-        await conn.close()
-        raise
-    return conn
-
-
-async def on_target(
-    target: Target,
-    schema: str,
-    fn: Callable[[psycopg.AsyncConnection, str], Awaitable[T]],
-) -> Outcome[T]:
-    """`fn(conn, schema)` on a connection of its own, bounded by the target's timeout (twice:
-    to connect, then to read); any failure is this target's error line, never raised."""
-    import psycopg
-
-    from jobtui.db import SchemaMissing, describe_error
-
-    started = time.perf_counter()
-    conn: psycopg.AsyncConnection | None = None
-    try:
-        async with asyncio.timeout(target.connect_timeout_s + target.timeout_s):
-            conn = await open_target(target, schema)
-            value = await fn(conn, schema)
-    except TimeoutError:
-        ms = (time.perf_counter() - started) * 1000
-        return Outcome(target, error=f"timed out after {ms / 1000:.1f} s", timed_out=True, db_ms=ms)
-    except (psycopg.Error, SchemaMissing, OSError, ValueError) as exc:
-        timed_out = isinstance(exc, psycopg.errors.QueryCanceled)
-        ms = (time.perf_counter() - started) * 1000
-        return Outcome(target, error=describe_error(exc), timed_out=timed_out, db_ms=ms)
-    finally:
-        if conn is not None:
-            await conn.close()
-    return Outcome(target, value=value, db_ms=(time.perf_counter() - started) * 1000)
-
-
-async def gather(
-    targets: Sequence[Target],
-    default_schema: str,
-    fn: Callable[[psycopg.AsyncConnection, str], Awaitable[T]],
-) -> list[Outcome[T]]:
-    """`fn` on every target at once (one connection each), outcomes in the targets' order."""
-    return list(
-        await asyncio.gather(*(on_target(t, t.schema or default_schema, fn) for t in targets))
-    )
 
 
 def describe(target: Target) -> dict[str, Any]:

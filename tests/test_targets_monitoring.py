@@ -197,3 +197,22 @@ def test_target_selection_errors_are_one_line(fleet: tuple[Path, str, str]) -> N
     assert listed.returncode == 0 and "mail" in listed.stdout
     check = run_cli("check", "--target", "asia", "--config", str(config))
     assert check.returncode == 3 and "unknown target 'asia'" in check.stdout
+
+
+def test_console_over_targets_refuses_deep_links_and_needs_a_terminal(
+    fleet: tuple[Path, str, str],
+) -> None:
+    config, _eu, _us = fleet
+    assert_one_error(
+        run_cli("console", "--config", str(config), "--all-targets", "--tab", "jobs"),
+        1,
+        "give one --target",
+    )
+    assert_one_error(
+        run_cli("console", "--config", str(config), "--target", "eu", "--target", "us"),
+        1,
+        "needs a terminal",
+    )
+    assert_one_error(
+        run_cli("console", "--config", str(config), "--target", "nope"), 2, "unknown target"
+    )

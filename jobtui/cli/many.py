@@ -17,19 +17,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from jobtui.cli import nagios
-from jobtui.cli.monitoring import Section, family
+from jobtui.fleet import Outcome
 from jobtui.inert import ascii_json, clean
 from jobtui.inert import prometheus_label as _label
-from jobtui.targets import Outcome, describe
+from jobtui.targets import describe
+
+
+class Section(Protocol):
+    """One part of `stats` output (`jobtui.cli.monitoring.Section`)."""
+
+    @property
+    def json(self) -> dict[str, Any]: ...
+
+    @property
+    def prometheus(self) -> list[str]: ...
+
+    @property
+    def text(self) -> str: ...
+
 
 # The overall verdict's order: a critical problem anywhere outranks a target not read.
 SEVERITY = (nagios.OK, nagios.WARNING, nagios.UNKNOWN, nagios.CRITICAL)
 
 
 def render_stats(
-    outcomes: Sequence[Outcome[list[Section]]], *, prometheus: bool = False, json: bool = False
+    outcomes: Sequence[Outcome[Sequence[Section]]], *, prometheus: bool = False, json: bool = False
 ) -> str:
     """Every target's sections (or error) in one document."""
     if prometheus:
@@ -55,13 +70,17 @@ def render_stats(
     return "\n\n".join(parts) + "\n"
 
 
-def prometheus_text(outcomes: Sequence[Outcome[list[Section]]]) -> str:
+def prometheus_text(outcomes: Sequence[Outcome[Sequence[Section]]]) -> str:
     """The targets' series, each with a `target` label, merged family by family."""
-    up = family(
-        "jobtui_target_up",
-        "1 when the target's figures were read, 0 when it was down, slow or not migrated.",
-        [({"target": o.target.key}, 0.0 if o.value is None else 1.0) for o in outcomes],
-    )
+    up = [
+        "# HELP jobtui_target_up 1 when the target's figures were read, 0 when it was down, "
+        "slow or not migrated.",
+        "# TYPE jobtui_target_up gauge",
+        *(
+            f'jobtui_target_up{{target="{_label(o.target.key)}"}} {0 if o.value is None else 1}.0'
+            for o in outcomes
+        ),
+    ]
     families: dict[str, _Family] = {}
     for o in outcomes:
         current: _Family | None = None

@@ -28,11 +28,11 @@ from jobtui.cli.args import Args, Commands, duration, non_negative_int
 from jobtui.cli.errors import EXIT_FAILURE, explain, one_line
 from jobtui.cli.session import base_schema, err, out, run_with_connection, targets_of
 from jobtui.console_config import load_console_config
+from jobtui.fleet import gather
 from jobtui.inert import ascii_json, clean
 from jobtui.inert import prometheus_label as _label
 from jobtui.metrics import snapshot
 from jobtui.models import Snapshot
-from jobtui.targets import gather
 
 CONFIG_HELP = (
     "config file with the [alerts] rules "
