@@ -80,12 +80,12 @@ async def test_overview_isolates_down_locked_and_read_only_targets(
                 eu_polls = app.watches["eu"].polls
                 await until(pilot, lambda: app.watches["eu"].polls >= eu_polls + 3, 10)
                 rows = _rows(app)
-                assert rows["stuck"][1] == SLOW and "refresh dropped" in rows["stuck"][8]
+                assert rows["stuck"][1] == SLOW and "refresh dropped" in rows["stuck"][7]
                 assert rows["eu"][0] == "EU prod ⚠" and rows["eu"][1] == WARN
                 assert rows["eu"][2:5] == ["3", rows["eu"][3], "2"]  # depth, oldest, dead
                 assert rows["eu"][6].endswith("WARN")
                 assert rows["us"][1] == OK and rows["us"][2] == "0"  # SELECT-only role
-                assert rows["gone"][1] == DOWN and "could not connect" in rows["gone"][8]
+                assert rows["gone"][1] == DOWN and "could not connect" in rows["gone"][7]
                 screen = _screen(app)
                 assert "EU prod" in screen and "DB DOWN" in screen and "SLOW" in screen
                 head = rendered(app.query_one("#targets-head"))
