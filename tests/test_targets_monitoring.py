@@ -216,3 +216,7 @@ def test_console_over_targets_refuses_deep_links_and_needs_a_terminal(
     assert_one_error(
         run_cli("console", "--config", str(config), "--target", "nope"), 2, "unknown target"
     )
+    # Options given before `console` are kept (its own defaults once replaced --config).
+    assert_one_error(
+        run_cli("--config", str(config), "--all-targets", "console"), 1, "needs a terminal"
+    )

@@ -31,7 +31,7 @@ MIN_REFRESH_S = 0.5
 
 def register(commands: Commands) -> None:
     """`jobtui console`, and its options on `jobtui` itself (which opens the console too)."""
-    add_options(commands.parser, suppress=True)
+    add_options(commands.parser)
     commands.parser.set_defaults(handler=cmd_console)
     p = commands.add(
         "console",
@@ -42,15 +42,17 @@ def register(commands: Commands) -> None:
         "jobtui console --tab dead --filter 'kind:export_crm'",
         "jobtui console --job 123",
     )
-    add_options(p, suppress=False)
+    add_options(p)
 
 
-def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
-    default: Any = argparse.SUPPRESS if suppress else None
+def add_options(p: argparse.ArgumentParser) -> None:
+    # Absent options stay absent on `console` too (SUPPRESS), so `jobtui --config X console`
+    # keeps the --config given before the command (a default here would replace it).
+    default: Any = argparse.SUPPRESS
     p.add_argument(
         "--read-only",
         action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
+        default=argparse.SUPPRESS,
         help="never offer write actions",
     )
     p.add_argument(
