@@ -43,18 +43,19 @@ from jobtui.models import Snapshot
 from jobtui.targets import Target
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.texts import coarse_age, same
+from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 OK, WARN, CRIT, DOWN, SLOW, WAIT = "OK", "WARN", "CRIT", "DB DOWN", "SLOW", "…"
 TROUBLE = frozenset({WARN, CRIT, DOWN, SLOW})
 COLUMNS = (
-    ("target", "target"),
-    ("state", "state"),
-    ("depth", "depth"),
-    ("oldest", "oldest"),
-    ("dead", "dead"),
-    ("run", "run p95"),
-    ("alerts", "alerts"),
-    ("note", "note"),
+    Column("target", "target", 12, priority=0, fit=True),
+    Column("state", "state", 7, priority=0, fit=True),
+    Column("depth", "depth", 7, priority=0, fit=True),
+    Column("oldest", "oldest", 7, priority=0, fit=True),
+    Column("dead", "dead", 6, priority=0, fit=True),
+    Column("run", "run p95", 8, priority=1, fit=True),
+    Column("alerts", "alerts", 8, priority=0, fit=True),
+    Column("note", "note", 20, priority=2, flex=True, shrink=10),
 )
 FLUSH_S = 0.5  # rows that changed are drawn together, at most this often
 # Where the console goes after a target's console closes (`JobtuiApp.leave`).
@@ -201,17 +202,14 @@ class TargetsApp(App[str | None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="targets-head")
-        table: DataTable[Text] = DataTable(id="targets-table", cursor_type="row")
-        yield table
+        yield KeyedTable(id="targets-table")
         yield Static(id="targets-note")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.table
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        for key, w in self.watches.items():
-            table.add_row(*cells(w.target, w.row), key=key)
+        table.setup_columns(*COLUMNS)
+        table.sync([(key, cells(w.target, w.row)) for key, w in self.watches.items()])
         if self.start_at in self.watches:
             table.move_cursor(row=list(self.watches).index(self.start_at))
         table.focus()
@@ -224,8 +222,8 @@ class TargetsApp(App[str | None]):
             self.run_worker(self._watch(w), group=f"target-{w.target.key}", exit_on_error=False)
 
     @property
-    def table(self) -> DataTable[Text]:
-        return self.query_one("#targets-table", DataTable)
+    def table(self) -> KeyedTable:
+        return self.query_one("#targets-table", KeyedTable)
 
     async def _watch(self, w: Watch) -> None:
         """This target's refresh loop: poll, show, wait; independent of every other one."""
@@ -252,15 +250,9 @@ class TargetsApp(App[str | None]):
         refresh at their own pace, and one redraw per target would multiply the bytes sent."""
         if not self._dirty:
             return
-        dirty, self._dirty = self._dirty, set()
-        table = self.table
-        with self.batch_update():
-            for key in dirty:
-                w = self.watches[key]
-                for (column, _), cell in zip(COLUMNS, cells(w.target, w.row), strict=True):
-                    old = table.get_cell(key, column)
-                    if not (isinstance(old, Text) and same(old, cell)):
-                        table.update_cell(key, column, cell)
+        self._dirty = set()
+        with self.batch_update():  # the table redraws only the cells that look different
+            self.table.sync([(key, cells(w.target, w.row)) for key, w in self.watches.items()])
             self._render_head()
 
     def _render_head(self) -> None:
@@ -289,7 +281,7 @@ class TargetsApp(App[str | None]):
 
     @property
     def cursor_key(self) -> str:
-        return self._keys()[self.table.cursor_row]
+        return self.table.current_key or self._keys()[0]
 
     def action_next_trouble(self) -> None:
         found = self._trouble_after(self.cursor_key)
