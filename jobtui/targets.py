@@ -110,10 +110,17 @@ def _text(at: str, key: str, value: object) -> str | None:
 
 
 def _colour(at: str, value: object) -> str | None:
+    from rich.color import Color, ColorParseError
+
     if value is None:
         return None
+    bad = f'{at}: colour must be a colour name such as "magenta" or "#ff8800"'
     if not isinstance(value, str) or not COLOUR_PATTERN.match(value.strip().lower()):
-        raise TargetError(f'{at}: colour must be a colour name such as "magenta" or "#ff8800"')
+        raise TargetError(bad)
+    try:
+        Color.parse(value.strip().lower())
+    except ColorParseError:
+        raise TargetError(bad) from None
     return value.strip().lower()
 
 

@@ -82,6 +82,7 @@ def test_config_declares_targets_and_refuses_bad_ones() -> None:
         ({"eu": {}}, "dsn must be"),
         ({"eu": {"dsn": "x", "danger": "yes"}}, "danger must be true or false"),
         ({"eu": {"dsn": "x", "colour": "not a colour!"}}, "colour must be"),
+        ({"eu": {"dsn": "x", "colour": "blurple"}}, "colour must be"),
         ({"eu": {"dsn": "x", "schema": "a-b"}}, "schema must be"),
         ({"eu": {"dsn": "x", "password": "p"}}, "unknown key(s) password"),
         ({"e u": {"dsn": "x"}}, "a target name is"),
