@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-from conftest import with_db
 from psycopg import conninfo
 
 
@@ -69,6 +68,3 @@ def write_config(path: Path, targets: dict[str, dict[str, object]]) -> Path:
                 lines.append(f'{key} = "{value}"')
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-__all__ = ["closed_port_dsn", "locked", "read_only_role", "with_db", "write_config"]

@@ -7,15 +7,22 @@ gone (a closed port). Assertions are on the screen (rendered rows) and on the ro
 
 from __future__ import annotations
 
+import contextlib
+import re
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from conftest import _admin, _fresh_db, with_db
 from psycopg import conninfo
-from targets_support import closed_port_dsn, locked, read_only_role
+from targets_support import closed_port_dsn, locked, read_only_role, write_config
 from test_tui_console import SIZE, add_dead, config, rendered, until
 
+from benchmarks.common import ScenarioSkipped
+from benchmarks.console_bytes import ConsolePty
 from jobtui.enqueue import enqueue
 from jobtui.targets import Target
 from jobtui.tui.app import JobtuiApp
@@ -169,3 +176,49 @@ async def test_watch_bounds_a_target_that_never_answers() -> None:
         assert row.state in (SLOW, DOWN) and row.error
     finally:
         server.close()
+
+
+def _plain(data: bytes) -> str:
+    text = re.sub(rb"\x1b\[[0-9;?<>=]*[A-Za-z~]", b" ", data).decode(errors="replace")
+    return " ".join(text.split())
+
+
+def _read_until(console: ConsolePty, needle: str, timeout: float = 15) -> str:
+    console.captured = bytearray()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        console.read_for(0.3)
+        if needle in _plain(bytes(console.captured)):
+            return _plain(bytes(console.captured))
+    raise AssertionError(f"{needle!r} not on screen: {_plain(bytes(console.captured))[-400:]}")
+
+
+def test_the_real_console_goes_from_the_overview_to_a_target_and_back(
+    dsn: str, second_dsn: str, tmp_path: Path
+) -> None:
+    """`jobtui --all-targets` in a pseudo-terminal: enter opens the target's console (named in
+    its header), 0 comes back to the overview, q quits."""
+    config = write_config(
+        tmp_path / "config.toml",
+        {
+            "eu": {"dsn": dsn, "label": "EU prod", "danger": True},
+            "us": {"dsn": second_dsn},
+        },
+    )
+    code = (
+        "import sys; from jobtui.cli import main; "
+        f"sys.exit(main(['--config', {str(config)!r}, '--all-targets']))"
+    )
+    with ConsolePty("", cmd=[sys.executable, "-c", code]) as console:
+        _read_until(console, "2 targets")
+        console.press("\r")
+        screen = _read_until(console, "EU prod ⚠ DANGER")
+        assert "Overview" in screen
+        console.press("0")
+        _read_until(console, "2 targets")
+        console.press("q")
+        deadline = time.monotonic() + 10
+        while console.proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(ScenarioSkipped):
+                console.read_for(0.2)
+        assert console.proc.returncode == 0
