@@ -13,6 +13,10 @@ by one function that tests can point elsewhere. Kept free of textual so the CLI 
     [keys]
     requeue = "r,R"      # binding id = key[,key]
 
+    [targets.eu]         # named databases (jobtui.targets): --target eu, --all-targets
+    dsn = "postgresql://monitor@eu-db/app"
+    danger = true
+
     [alerts]             # for every kind; see jobtui.alerts (rules not named keep defaults)
     oldest_ready = { warn = "5m", crit = "30m" }
     [alerts.kinds."export_*"]
@@ -33,6 +37,7 @@ from typing import Any
 
 from jobtui.alerts import AlertRules, InvalidRule, Threshold, parse_rules
 from jobtui.config import InvalidDuration, parse_duration
+from jobtui.targets import Target, TargetError, parse_targets
 
 MIN_REFRESH_S = 0.5
 MAX_REFRESH_S = 300.0
@@ -60,6 +65,8 @@ class ConsoleConfig:
     # The alert rules (console alarm list, `check`, Prometheus). `oldest_warn_s`/`oldest_crit_s`
     # above are the default oldest_ready rule's levels, kept for the Overview's colours.
     alerts: AlertRules = field(default_factory=AlertRules)
+    # Named databases (`[targets.NAME]`, see jobtui.targets), in file order.
+    targets: dict[str, Target] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> ConsoleConfig:
         """A copy with some fields changed (e.g. the CLI's `--read-only`)."""
@@ -100,7 +107,7 @@ def _keys(where: str, value: object) -> str:
 
 def parse_console_config(data: Mapping[str, Any], where: str = "config") -> ConsoleConfig:
     """Build a ConsoleConfig from parsed TOML; unknown keys are errors so typos surface."""
-    unknown = set(data) - {"console", "keys", "alerts"}
+    unknown = set(data) - {"console", "keys", "alerts", "targets"}
     if unknown:
         raise ConfigError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}")
     console = data.get("console", {})
@@ -160,6 +167,10 @@ def parse_console_config(data: Mapping[str, Any], where: str = "config") -> Cons
             raise ConfigError(f"{where}: [keys] {binding_id!r} is not a binding id")
         keymap[str(binding_id)] = _keys(f"{where}: [keys] {binding_id}", value)
     changes["keymap"] = keymap
+    try:
+        changes["targets"] = parse_targets(data.get("targets", {}), where)
+    except TargetError as exc:
+        raise ConfigError(str(exc)) from None
     return replace(cfg, **changes)
 
 

@@ -99,6 +99,20 @@ def common_options() -> Parser:
         help="schema holding jobtui's tables (default: $JOBTUI_SCHEMA or public)",
     )
     g.add_argument(
+        "--target",
+        metavar="NAME",
+        action="append",
+        default=argparse.SUPPRESS,
+        help="a database named in the config file's [targets.NAME] (repeat for several; "
+        "stats, check and the console watch them all)",
+    )
+    g.add_argument(
+        "--all-targets",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="every target of the config file",
+    )
+    g.add_argument(
         "--debug",
         action="store_true",
         default=argparse.SUPPRESS,

@@ -24,6 +24,7 @@ from jobtui.cli.errors import CliError
 if TYPE_CHECKING:
     from jobtui.console_config import ConsoleConfig
     from jobtui.ops import Actor
+    from jobtui.targets import Target
     from jobtui.tui.app import DeepLink
 
 MIN_REFRESH_S = 0.5
@@ -31,7 +32,7 @@ MIN_REFRESH_S = 0.5
 
 def register(commands: Commands) -> None:
     """`jobtui console`, and its options on `jobtui` itself (which opens the console too)."""
-    add_options(commands.parser, suppress=True)
+    add_options(commands.parser)
     commands.parser.set_defaults(handler=cmd_console)
     p = commands.add(
         "console",
@@ -42,18 +43,20 @@ def register(commands: Commands) -> None:
         "jobtui console --tab dead --filter 'kind:export_crm'",
         "jobtui console --job 123",
     )
-    add_options(p, suppress=False)
+    add_options(p)
     # Set by `jobtui serve` for each browser session (see serve.py): the audit log names the
     # web user, and the console talks to the browser through pipes, not a terminal.
     p.add_argument("--web-user", metavar="NAME", default=None, help=argparse.SUPPRESS)
 
 
-def add_options(p: argparse.ArgumentParser, suppress: bool) -> None:
-    default: Any = argparse.SUPPRESS if suppress else None
+def add_options(p: argparse.ArgumentParser) -> None:
+    # Absent options stay absent on `console` too (SUPPRESS), so `jobtui --config X console`
+    # keeps the --config given before the command (a default here would replace it).
+    default: Any = argparse.SUPPRESS
     p.add_argument(
         "--read-only",
         action="store_true",
-        default=argparse.SUPPRESS if suppress else False,
+        default=argparse.SUPPRESS,
         help="never offer write actions",
     )
     p.add_argument(
@@ -114,6 +117,19 @@ def cmd_console(args: Args) -> int:
     refresh = getattr(args, "refresh", None)
     if refresh:
         config = config.with_(refresh_s=max(MIN_REFRESH_S, refresh))
+    # --- targets (issue 28): several targets open on the targets overview ---
+    from jobtui.cli.session import base_schema, one_target, targets_of
+
+    chosen = targets_of(args)
+    if len(chosen) > 1:
+        if any(getattr(args, k, None) is not None for k in ("tab", "filter", "job")):
+            raise CliError("--tab, --filter and --job open one target's console: give one --target")
+        if not sys.stdout.isatty() or not sys.stdin.isatty():
+            raise CliError("the console needs a terminal (for scripts, see `jobtui stats`)")
+        from jobtui.tui.targets_screen import run_targets
+
+        return run_targets(chosen, base_schema(args), config)
+    # --- end targets ---
     from jobtui.tui.app import deep_link  # textual is imported here, and only here
 
     try:
@@ -138,8 +154,16 @@ def cmd_console(args: Args) -> int:
         _exit_with_parent()
 
         note = "served read-only: `jobtui serve` without --allow-writes"
-        return run(dsn, schema, config, opening, actor=Actor.web(web_user), read_only_note=note)
-    return run(dsn, schema, config, opening)
+        return run(
+            dsn,
+            schema,
+            config,
+            opening,
+            actor=Actor.web(web_user),
+            read_only_note=note,
+            target=one_target(args),
+        )
+    return run(dsn, schema, config, opening, target=one_target(args))
 
 
 def _exit_with_parent() -> None:
@@ -188,6 +212,7 @@ def run(
     *,
     actor: Actor | None = None,
     read_only_note: str = "--read-only or config",
+    target: Target | None = None,
 ) -> int:
     """Run the console until the operator quits; returns the exit code."""
     from jobtui.tui.app import run_console
@@ -202,6 +227,7 @@ def run(
             opening=opening,
             actor=actor,
             read_only_note=read_only_note,
+            target=target,
         )
         or 0
     )

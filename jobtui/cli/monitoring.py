@@ -8,6 +8,7 @@ is a list of `Section`s, each rendered in every format, so another part is one m
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import os
 import sys
@@ -24,9 +25,10 @@ from jobtui.alerts import AlertRules, Verdict
 from jobtui.cli import nagios
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands, duration, non_negative_int
-from jobtui.cli.errors import explain, one_line
-from jobtui.cli.session import out, run_with_connection
+from jobtui.cli.errors import EXIT_FAILURE, explain, one_line
+from jobtui.cli.session import base_schema, err, out, run_with_connection, targets_of
 from jobtui.console_config import load_console_config
+from jobtui.fleet import gather
 from jobtui.inert import ascii_json, clean
 from jobtui.inert import prometheus_label as _label
 from jobtui.metrics import snapshot
@@ -242,15 +244,33 @@ def render(sections: Sequence[Section], *, prometheus: bool = False, json: bool 
 def cmd_stats(args: Args) -> int:
     rules = alert_rules(args)  # a bad config file fails before connecting
 
-    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+    async def read(conn: psycopg.AsyncConnection, schema: str) -> list[Section]:
         snap = await snapshot(conn, schema, window_minutes=max(1, round(args.window / 60)))
         health = await dbhealth.collect(conn, schema)
-        sections = stats_sections(snap, rules, health)
-        text = render(sections, prometheus=args.prometheus, json=args.json)
+        return stats_sections(snap, rules, health)
+
+    def emit(text: str) -> None:
         if args.output:
             _write_atomically(Path(args.output), text)
         else:
             sys.stdout.write(text)
+
+    # --- several targets (issue 28): see jobtui/cli/many.py ---
+    chosen = targets_of(args)
+    if chosen:
+        from jobtui.cli import many
+
+        outcomes = asyncio.run(gather(chosen, base_schema(args), read))
+        emit(many.render_stats(outcomes, prometheus=args.prometheus, json=args.json))
+        for o in outcomes:
+            if o.error is not None:
+                err(f"jobtui: error: target {o.target.key}: {one_line(o.error)}")
+        return 0 if all(o.error is None for o in outcomes) else EXIT_FAILURE
+    # --- one database ---
+
+    async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
+        sections = await read(conn, schema)
+        emit(render(sections, prometheus=args.prometheus, json=args.json))
         return 0
 
     return run_with_connection(args, body)
@@ -289,8 +309,18 @@ def cmd_check(args: Args) -> int:
         out(text)
         return code
 
+    async def read(conn: psycopg.AsyncConnection, schema: str) -> nagios.Report:
+        return nagios.report(await snapshot(conn, schema, history_minutes=1), rules)
+
     try:
         rules = nagios.flag_rules(flags) or alert_rules(args)
+        chosen = targets_of(args)
+        if chosen:  # several targets (issue 28): one verdict over all, see jobtui/cli/many.py
+            from jobtui.cli import many
+
+            code, text = many.check_text(asyncio.run(gather(chosen, base_schema(args), read)))
+            out(text)
+            return code
         return run_with_connection(args, body)
     except Exception as exc:
         if getattr(args, "debug", False):

@@ -15,6 +15,8 @@ a threshold is still fine. UNKNOWN (3) is for when the figures cannot be read at
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from jobtui.alarm_order import ordered
 from jobtui.alerts import AlertRules, Threshold, Verdict, assess
 from jobtui.cli.errors import CHECK_CRITICAL as CRITICAL
@@ -113,9 +115,24 @@ def _healthy_summary(snap: Snapshot, rules: AlertRules) -> str:
     return summary
 
 
-def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
-    """(exit code, plugin output) for `snap` judged by `rules`: the status line, then one
-    line per problem in the console's alarm order (worst first, then what stops work)."""
+@dataclass(frozen=True)
+class Report:
+    """The parts of one database's plugin output: its worst level, the first line's summary,
+    the performance data items and the problem lines (worst first)."""
+
+    worst: int
+    summary: str
+    perf: list[str]
+    details: list[str]
+
+    def output(self) -> str:
+        perf = " ".join(self.perf)
+        return "\n".join([f"JOBTUI {STATUS[self.worst]} - {self.summary} | {perf}", *self.details])
+
+
+def report(snap: Snapshot, rules: AlertRules) -> Report:
+    """`snap` judged by `rules`: the problems in the console's alarm order (worst first, then
+    what stops work), the summary and the performance data."""
     firing = ordered(v for v in assess(snap, rules) if v.firing)
     worst = max((int(v.level) for v in firing), default=OK)  # Level's numbers are Nagios's
     if firing:
@@ -135,11 +152,17 @@ def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
         _perf("problems_critical", n_crit, None),
         _perf("problems_warning", len(firing) - n_crit, None),
     ]
-    perf = " ".join(perf_items)
     details = [f"{STATUS[int(v.level)]}: {problem(v)}" for v in firing[:MAX_DETAILS]]
     if len(firing) > MAX_DETAILS:
         details.append(f"… and {len(firing) - MAX_DETAILS} more (`jobtui stats` lists them all)")
-    return worst, "\n".join([f"JOBTUI {STATUS[worst]} - {summary} | {perf}", *details])
+    return Report(worst, summary, perf_items, details)
+
+
+def evaluate(snap: Snapshot, rules: AlertRules) -> tuple[int, str]:
+    """(exit code, plugin output) for `snap` judged by `rules`: the status line, then one
+    line per problem."""
+    r = report(snap, rules)
+    return r.worst, r.output()
 
 
 def unknown(message: str) -> tuple[int, str]:

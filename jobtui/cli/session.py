@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import psycopg
 
@@ -18,8 +19,39 @@ from jobtui.config import resolve_dsn, resolve_schema
 from jobtui.db import acheck_schema, aconnect
 from jobtui.inert import clean
 from jobtui.sql import quote_schema
+from jobtui.targets import Target, TargetError, select
 
 Body = Callable[[psycopg.AsyncConnection, str], Awaitable[int]]
+
+
+def targets_of(args: Args) -> list[Target]:
+    """The targets `--target NAME` (repeatable) or `--all-targets` ask for, from the config
+    file (`--config` where the command has it, else the default file); [] when neither is
+    given. An unknown name, or --dsn with either, is a one-line usage error (exit 2)."""
+    from jobtui.console_config import load_console_config
+
+    names = getattr(args, "target", None) or []
+    every = bool(getattr(args, "all_targets", False))
+    if not names and not every:
+        return []
+    path = getattr(args, "config", None)
+    declared = load_console_config(Path(path) if path else None).targets
+    try:
+        return select(declared, names, every, getattr(args, "dsn", None))
+    except TargetError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def one_target(args: Args) -> Target | None:
+    """The one target a single-database command acts on (None: --dsn or the environment)."""
+    chosen = targets_of(args)
+    if len(chosen) > 1:
+        raise CliError(
+            "this command acts on one database: give one --target (stats, check and the "
+            "console take several)",
+            EXIT_USAGE,
+        )
+    return chosen[0] if chosen else None
 
 
 def dsn_of(args: Args) -> str:
@@ -28,6 +60,9 @@ def dsn_of(args: Args) -> str:
     A --dsn or JOBTUI_DSN that is given but empty is refused: it is nearly always a
     `--dsn "$(cat file)"` whose file was not there, and libpq would quietly connect somewhere
     else (the local server, a database named after the user)."""
+    target = one_target(args)
+    if target is not None:
+        return target.dsn
     flag = getattr(args, "dsn", None)
     if flag is not None and not flag.strip():
         raise CliError(
@@ -49,7 +84,8 @@ def dsn_of(args: Args) -> str:
     return resolve_dsn(flag)
 
 
-def schema_of(args: Args) -> str:
+def base_schema(args: Args) -> str:
+    """The schema of targets that name none: --schema, $JOBTUI_SCHEMA or public."""
     flag = getattr(args, "schema", None)
     if flag is not None and not flag.strip():
         raise CliError(
@@ -59,6 +95,15 @@ def schema_of(args: Args) -> str:
     schema = resolve_schema(flag)
     quote_schema(schema)  # an invalid name fails here, with one line
     return schema
+
+
+def schema_of(args: Args) -> str:
+    """The schema: the target's own, else --schema, $JOBTUI_SCHEMA or public."""
+    target = one_target(args)
+    if target is None or not target.schema:
+        return base_schema(args)
+    quote_schema(target.schema)  # an invalid name fails here, with one line
+    return target.schema
 
 
 async def _with_conn(args: Args, body: Body) -> int:

@@ -48,6 +48,7 @@ from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
+from jobtui.targets import Target  # issue 28: a target's console
 from jobtui.tui.collector import Collector
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
@@ -186,6 +187,12 @@ class JobtuiApp(App[int]):
         Binding("plus,equals_sign", "refresh_step(-1)", "Faster", show=False, id="refresh.faster"),
         Binding("minus", "refresh_step(1)", "Slower", show=False, id="refresh.slower"),
         Binding("escape", "go_back", "Back", show=False, id="back"),
+        # --- targets (issue 28): only in a target's console (see check_action) ---
+        Binding("0", "leave('targets')", "Targets", id="targets.back"),
+        Binding(
+            "exclamation_mark", "leave('next')", "Next in trouble", show=False, id="targets.next"
+        ),
+        # --- end targets ---
     ]
 
     def __init__(
@@ -199,8 +206,17 @@ class JobtuiApp(App[int]):
         opening: DeepLink | None = None,
         actor: ops.Actor | None = None,
         read_only_note: str = "--read-only or config",
+        target: Target | None = None,
     ) -> None:
         super().__init__()
+        # --- targets (issue 28): the target on screen names itself in the header, the
+        # environment banner and every confirmation; `leave` says where to go on exit ---
+        self.target = target
+        self.leave: str | None = None
+        if target is not None and not (env and env.strip()):
+            env = target.title
+            env_danger_pattern = "*" if target.danger else ""
+        # --- end targets ---
         if self.console.color_system in SIXTEEN_COLOURS and not self.no_color:
             # The theme's hex colours fold onto the 16 ANSI ones badly: orange (warning,
             # accent) and crimson (error) both become bright red, so WARN, CRIT, the
@@ -317,6 +333,7 @@ class JobtuiApp(App[int]):
         head: list[Any] = [
             (" jobtui ", "bold reverse"),
             " ",
+            *target_badge(self.target),
             inert(self._db_label()),
             (f" schema {clean(self.schema)}", "dim"),
             "  │ ",
@@ -501,6 +518,18 @@ class JobtuiApp(App[int]):
             self.db_error = None
             self.query_one("#tabs").remove_class("-stale")
             self.notify("Database reachable again.", markup=False, timeout=4)
+
+    # --- targets (issue 28) ---------------------------------------------------------------
+
+    def action_leave(self, where: str) -> None:
+        """Close this target's console for the targets overview (`0`) or the next target in
+        trouble (`!`)."""
+        if self.target is not None and len(self.screen_stack) == 1:
+            self.leave = where
+            self.exit(0)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return _target_check_action(self, action)
 
     # --- app actions ---------------------------------------------------------------------
 
@@ -755,6 +784,28 @@ class JobtuiApp(App[int]):
         return out
 
 
+# --- targets (issue 28) -------------------------------------------------------------------
+
+
+def target_badge(target: Target | None) -> list[Any]:
+    """The header's name of the target on screen, in its colour, marked when dangerous."""
+    if target is None:
+        return []
+    style = f"bold reverse {target.colour or ''}".strip()
+    mark = " ⚠ DANGER" if target.danger else ""
+    return [(f" {clean(target.title)}{mark} ", style), " "]
+
+
+def _target_check_action(app: JobtuiApp, action: str) -> bool | None:
+    """The targets' keys exist only in a target's console."""
+    if action == "leave":
+        return app.target is not None
+    return True
+
+
+# --- end targets ---
+
+
 def _offers_host(app: JobtuiApp) -> Host:
     """Never called: mypy checks here that the app offers what panes and screens expect."""
     return app
@@ -770,6 +821,7 @@ def run_console(
     opening: DeepLink | None = None,
     actor: ops.Actor | None = None,
     read_only_note: str = "--read-only or config",
+    target: Target | None = None,
 ) -> int:
     """Run the console until the operator quits; returns the process exit code.
 
@@ -787,6 +839,7 @@ def run_console(
         opening=opening,
         actor=actor,
         read_only_note=read_only_note,
+        target=target,
     )
     app.run()
     return app.return_code or 0

@@ -26,6 +26,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 from textual.widgets.button import ButtonVariant
 
+from jobtui.inert import inert
+from jobtui.targets import Target
+
 BACK_LABEL = "esc  back, change nothing"
 
 
@@ -52,6 +55,16 @@ class Choice:
         )
 
 
+def target_line(target: Target | None) -> Text | None:
+    """`on target EU prod ⚠ DANGER`: which database a confirmed write goes to (issue 28)."""
+    if target is None:
+        return None
+    text = Text.assemble(("on target ", "bold"), inert(target.title, style="bold"))
+    if target.danger:
+        text.append(" ⚠ DANGER (production)", style="bold reverse")
+    return text
+
+
 class ConfirmScreen(ModalScreen[str | None]):
     """Returns the chosen Choice.value, or None when the operator went back."""
 
@@ -74,6 +87,12 @@ class ConfirmScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box") as box:
             box.border_title = self._title
+            # --- targets (issue 28): a write names the database it goes to ---
+            target = target_line(getattr(self.app, "target", None))
+            if target is not None:
+                box.border_subtitle = target.plain
+                yield Static(target, id="confirm-target")
+            # --- end targets ---
             yield Static(self._body, id="confirm-body")
             # One compact button per line: fits 80×24 even with four choices.
             with Vertical(id="confirm-buttons"):

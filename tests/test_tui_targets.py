@@ -1,0 +1,224 @@
+"""Issue 28: the console over several targets (the targets overview) and a target's console.
+
+Real databases on the test server: eu (the test's own, marked danger), us (a second one, read
+by a role that may only SELECT), stuck (a third one whose jobs table is locked mid-test), and
+gone (a closed port). Assertions are on the screen (rendered rows) and on the rows behind it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import _admin, _fresh_db, with_db
+from psycopg import conninfo
+from targets_support import closed_port_dsn, locked, read_only_role, write_config
+from test_tui_console import SIZE, add_dead, config, rendered, until
+
+from benchmarks.common import ScenarioSkipped
+from benchmarks.console_bytes import ConsolePty
+from jobtui.enqueue import enqueue
+from jobtui.targets import Target
+from jobtui.tui.app import JobtuiApp
+from jobtui.tui.screens.confirm import ConfirmScreen
+from jobtui.tui.targets_screen import DOWN, NEXT, OK, SLOW, WARN, TargetsApp, Watch
+from jobtui.tui.widgets.status import StatusBar
+
+
+@pytest.fixture
+def second_dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
+    name = _fresh_db(pg_server_dsn, template_db)
+    try:
+        yield with_db(pg_server_dsn, name)
+    finally:
+        with _admin(pg_server_dsn) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+third_dsn = second_dsn
+
+
+def _rows(app: TargetsApp) -> dict[str, list[str]]:
+    table = app.table
+    return {
+        str(row.key.value): [c.plain for c in table.get_row(row.key)] for row in table.ordered_rows
+    }
+
+
+def _screen(app: TargetsApp) -> str:
+    return rendered(app.table)
+
+
+def _allow(server: str, dsn: str, allow: bool) -> None:
+    """Open or close a database to new connections; closing ends the ones it has."""
+    name = conninfo.conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(server, autocommit=True) as c:
+        c.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {"true" if allow else "false"}')
+        if not allow:
+            c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+
+
+async def test_overview_isolates_down_locked_and_read_only_targets(
+    pg_server_dsn: str, dsn: str, conn: psycopg.Connection, second_dsn: str, third_dsn: str
+) -> None:
+    for _ in range(3):
+        enqueue(conn, "mail", {})
+    add_dead(conn, "export", "E: boom", n=2)
+    with read_only_role(pg_server_dsn, second_dsn) as (_role, ro_dsn):
+        targets = [
+            Target("eu", dsn, label="EU prod", danger=True, colour="magenta"),
+            Target("us", ro_dsn),
+            Target("stuck", third_dsn, timeout_s=0.5),
+            Target("gone", closed_port_dsn(), timeout_s=0.5),
+        ]
+        app = TargetsApp(targets, "public", config=config())
+        async with app.run_test(size=SIZE) as pilot:
+            with locked(third_dsn):
+                await until(pilot, lambda: _rows(app)["stuck"][1] == SLOW)
+                eu_polls = app.watches["eu"].polls
+                await until(pilot, lambda: app.watches["eu"].polls >= eu_polls + 3, 10)
+                rows = _rows(app)
+                assert rows["stuck"][1] == SLOW and "refresh dropped" in rows["stuck"][7]
+                assert rows["eu"][0] == "EU prod ⚠" and rows["eu"][1] == WARN
+                assert rows["eu"][2:5] == ["3", rows["eu"][3], "2"]  # depth, oldest, dead
+                assert rows["eu"][6].endswith("WARN")
+                assert rows["us"][1] == OK and rows["us"][2] == "0"  # SELECT-only role
+                assert rows["gone"][1] == DOWN and "could not connect" in rows["gone"][7]
+                screen = _screen(app)
+                assert "EU prod" in screen and "DB DOWN" in screen and "SLOW" in screen
+                head = rendered(app.query_one("#targets-head"))
+                assert "4 targets" in head and "3 in trouble" in head
+            # The lock is gone: the stuck target comes back by itself.
+            await until(pilot, lambda: _rows(app)["stuck"][1] == OK, 10)
+            # Keys: n walks the targets in trouble; enter opens the one under the cursor.
+            assert app.cursor_key == "eu"
+            await pilot.press("n")
+            assert app.cursor_key == "gone"
+            await pilot.press("n")
+            assert app.cursor_key == "eu"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.return_value == "eu")
+
+
+async def test_a_dead_target_shows_db_down_and_comes_back(
+    pg_server_dsn: str, dsn: str, second_dsn: str
+) -> None:
+    targets = [Target("eu", dsn), Target("us", second_dsn, timeout_s=1)]
+    app = TargetsApp(targets, "public", config=config())
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: _rows(app)["us"][1] == OK)
+            _allow(pg_server_dsn, second_dsn, False)
+            await until(pilot, lambda: _rows(app)["us"][1] == DOWN)
+            assert _rows(app)["eu"][1] == OK
+            assert "DB DOWN" in _screen(app)
+            _allow(pg_server_dsn, second_dsn, True)
+            await until(pilot, lambda: _rows(app)["us"][1] == OK, 20)
+    finally:
+        _allow(pg_server_dsn, second_dsn, True)
+
+
+async def test_a_targets_console_names_it_in_the_header_and_every_confirmation(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    (dead_id,) = add_dead(conn, "export", "E: boom")
+    target = Target("eu", dsn, label="EU prod", danger=True, colour="magenta")
+    app = JobtuiApp(dsn, "public", config=config(), target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        status = app.query_one("#status", StatusBar).plain
+        assert "EU prod ⚠ DANGER" in status
+        assert "EU PROD" in rendered(app.query_one("#env-banner"))
+        assert app.query_one("#env-banner").has_class("-danger")
+        await pilot.press("3")
+        await until(pilot, lambda: str(dead_id) in rendered(app.query_one("#dead-rows")))
+        await pilot.press("tab", "r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        line = rendered(app.screen.query_one("#confirm-target"))
+        assert line == "on target EU prod ⚠ DANGER (production)"
+        await pilot.press("1")
+        await until(pilot, lambda: conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,))
+        await pilot.press("exclamation_mark")
+        await until(pilot, lambda: app.leave == NEXT)
+
+
+async def test_one_database_console_has_no_target_keys(dsn: str) -> None:
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        await pilot.press("0")
+        await pilot.pause()
+        assert app.leave is None and app.is_running
+        assert "⚠" not in app.query_one("#status", StatusBar).plain
+
+
+async def test_watch_bounds_a_target_that_never_answers() -> None:
+    """A port that accepts and never answers: the row says so within the target's bound."""
+    import asyncio
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        w = Watch(Target("mute", f"postgresql://x@127.0.0.1:{port}/db", timeout_s=0.5), "public")
+        row = await asyncio.wait_for(w.poll(config()), 10)
+        assert row.state in (SLOW, DOWN) and row.error
+    finally:
+        server.close()
+
+
+def _plain(data: bytes) -> str:
+    text = re.sub(rb"\x1b\[[0-9;?<>=]*[A-Za-z~]", b" ", data).decode(errors="replace")
+    return " ".join(text.split())
+
+
+def _read_until(console: ConsolePty, needle: str, timeout: float = 15) -> str:
+    console.captured = bytearray()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        console.read_for(0.3)
+        if needle in _plain(bytes(console.captured)):
+            return _plain(bytes(console.captured))
+    raise AssertionError(f"{needle!r} not on screen: {_plain(bytes(console.captured))[-400:]}")
+
+
+def test_the_real_console_goes_from_the_overview_to_a_target_and_back(
+    dsn: str, second_dsn: str, tmp_path: Path
+) -> None:
+    """`jobtui --all-targets` in a pseudo-terminal: enter opens the target's console (named in
+    its header), 0 comes back to the overview, q quits."""
+    config = write_config(
+        tmp_path / "config.toml",
+        {
+            "eu": {"dsn": dsn, "label": "EU prod", "danger": True},
+            "us": {"dsn": second_dsn},
+        },
+    )
+    code = (
+        "import sys; from jobtui.cli import main; "
+        f"sys.exit(main(['--config', {str(config)!r}, '--all-targets']))"
+    )
+    with ConsolePty("", cmd=[sys.executable, "-c", code]) as console:
+        _read_until(console, "2 targets")
+        console.press("\r")
+        screen = _read_until(console, "EU prod ⚠ DANGER")
+        assert "Overview" in screen
+        console.press("0")
+        _read_until(console, "2 targets")
+        console.press("q")
+        deadline = time.monotonic() + 10
+        while console.proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(ScenarioSkipped):
+                console.read_for(0.2)
+        assert console.proc.returncode == 0
