@@ -109,9 +109,11 @@ def run_jobtui_worker(dsn: str, out: str, concurrency: int) -> None:
 
     decode_rows = statements.decode_rows
 
-    async def stamped_decode(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    async def stamped_decode(
+        rows: list[tuple[Any, ...]], executor: Any = None
+    ) -> list[tuple[Any, ...]]:
         fetched[0] = time.time()
-        return await decode_rows(rows)
+        return await decode_rows(rows, executor)
 
     claim = statements.WorkerDB.claim
 

@@ -11,17 +11,30 @@ connections, on the variants of benchmarks/floor.py plus one (each its own datab
   jobtui schema, claim indexes only    no triggers, every index dropped but the primary key
                                        and the claim's
   jobtui schema, claim indexes only, triggers on
+  jobtui schema, jobtui's own statements
+                                       the real schema, the product's own statements: the
+                                       enqueue API, the worker's claim (worker_claim, one job)
+                                       and completion (worker_complete), whose claim does
+                                       more than the article's (paused and limited kinds,
+                                       attempt limits, payload size)
 
 Blocks of `--block` jobs rotate over the variants, so the machine's drift hits all of them; it
-prints each write's mean per job and its ratio to the article's. Same statements everywhere:
-what differs is only the schema under them.
+prints each write's mean per job and its ratio to the article's. Same statements everywhere
+(but the last variant's): what differs is only the schema under them.
 
-    .venv/bin/python -m benchmarks.write_cost [--jobs 4000 --rounds 2 --block 200]
+`--in-server` times the same statements inside the server instead: a procedure per variant
+runs `--block` jobs through each write, one statement and one COMMIT per job (as autocommit
+would, with synchronous_commit off so no flush is timed), clocked by clock_timestamp(). No
+round trip, no client: only what the schema charges each write, which on a busy 2-core machine
+the round trips (about 0.1-1 ms each) drown.
+
+    .venv/bin/python -m benchmarks.write_cost [--jobs 4000 --rounds 2 --block 200] [--in-server]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -47,10 +60,13 @@ from benchmarks.floor import (
     found,
     setup,
 )
+from jobtui import enqueue
+from jobtui.sql import queries
 
 ADMIN_DSN = "postgresql://root@127.0.0.1:5432/postgres"
 INDEXES_ONLY = "jobtui schema, claim indexes only, triggers on"
-VARIANTS = (ARTICLE, FULL, NO_TRIGGERS, CLAIM_ONLY, INDEXES_ONLY)
+OWN = "jobtui schema, jobtui's own statements"
+VARIANTS = (ARTICLE, FULL, NO_TRIGGERS, CLAIM_ONLY, INDEXES_ONLY, OWN)
 WRITES = ("insert + notify", "claim one", "complete one")
 CLAIM_ONE = (
     "UPDATE jobs SET locked_at = now(), attempts = attempts + 1 WHERE id = ("
@@ -60,8 +76,33 @@ CLAIM_ONE = (
 COMPLETE_ONE = "UPDATE jobs SET finished_at = now() WHERE id = %s"
 
 
+def own_block(conn: psycopg.Connection, n: int, spent: dict[str, float]) -> None:
+    """`block` with jobtui's own statements: jobtui.enqueue, worker_claim, worker_complete."""
+    q = queries("public")
+    me = {"worker": "bench:1", "kinds": ["bench"], "limit": 1}
+    t0 = time.perf_counter()
+    for i in range(n):
+        enqueue(conn, "bench", {"i": i})
+    t1 = time.perf_counter()
+    claimed = []
+    for _ in range(n):
+        row = conn.execute(q.worker_claim, me).fetchone()
+        assert row is not None
+        claimed.append((row[0], row[3]))
+    t2 = time.perf_counter()
+    for job, attempt in claimed:
+        done = {"ids": [job], "worker": me["worker"], "by_id": json.dumps({str(job): attempt})}
+        assert conn.execute(q.worker_complete, done).fetchone() is not None
+    t3 = time.perf_counter()
+    for write, seconds in zip(WRITES, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+        spent[write] += seconds
+
+
 def block(conn: psycopg.Connection, variant: str, n: int, spent: dict[str, float]) -> None:
     """`n` jobs through their three writes, one statement at a time, each kind of write timed."""
+    if variant == OWN:
+        own_block(conn, n, spent)
+        return
     claim = CLAIM_ONE.format(order=ARTICLE_ORDER if variant == ARTICLE else JOBTUI_ORDER)
     t0 = time.perf_counter()
     for i in range(n):
@@ -80,12 +121,90 @@ def block(conn: psycopg.Connection, variant: str, n: int, spent: dict[str, float
         spent[write] += seconds
 
 
+def _literal(sql: str, values: dict[str, str]) -> str:
+    """A psycopg statement with its %(name)s / %s placeholders written as SQL expressions."""
+    for name, value in values.items():
+        sql = sql.replace(f"%({name})s", value)
+    return sql.replace("%%", "%")
+
+
+def in_server_statements(variant: str) -> tuple[str, str, str]:
+    """(enqueue, claim, complete) of one job for the procedure: plpgsql, `INTO rec_` where a
+    statement returns rows; the claimed job's id and attempt are `jid_` and `att_`."""
+    if variant == OWN:
+        q = queries("public")
+        enq = _literal(
+            q.enqueue,
+            {
+                "kind": "'bench'",
+                "payload": "'{}'",
+                "run_at": "NULL",
+                "delay": "'0'",
+                "max_attempts": "5",
+                "priority": "0",
+                "channel": "'jobs'",
+            },
+        )
+        claim = _literal(
+            q.worker_claim, {"worker": "'bench:1'", "kinds": "ARRAY['bench']", "limit": "1"}
+        )
+        done = _literal(
+            q.worker_complete,
+            {
+                "ids": "ARRAY[jid_]",
+                "worker": "'bench:1'",
+                "by_id": "jsonb_build_object(jid_::text, att_)::text",
+            },
+        )
+        return enq + " INTO rec_", claim + " INTO rec_", done + " INTO rec_"
+    enq = ARTICLE_ENQUEUE.replace("%s, %s", "'bench', '{}'")
+    order = ARTICLE_ORDER if variant == ARTICLE else JOBTUI_ORDER
+    claim = CLAIM_ONE.format(order=order).replace("RETURNING id", "RETURNING id, attempts")
+    return enq + " INTO rec_", claim + " INTO rec_", COMPLETE_ONE.replace("%s", "jid_")
+
+
+def in_server_procedure(variant: str) -> str:
+    enq, claim, done = in_server_statements(variant)
+    return f"""
+CREATE PROCEDURE bench_writes(n_ int, INOUT out_ float8[]) LANGUAGE plpgsql AS $proc$
+#variable_conflict use_column
+DECLARE
+  rec_ record; t_ timestamptz; ids_ bigint[] := '{{}}'; atts_ int[] := '{{}}';
+  jid_ bigint; att_ int;
+BEGIN
+  t_ := clock_timestamp();
+  FOR k_ IN 1..n_ LOOP {enq}; COMMIT; END LOOP;
+  out_[1] := extract(epoch FROM clock_timestamp() - t_);
+  t_ := clock_timestamp();
+  FOR k_ IN 1..n_ LOOP
+    {claim};
+    ids_ := ids_ || rec_.id; atts_ := atts_ || rec_.attempts;
+    COMMIT;
+  END LOOP;
+  out_[2] := extract(epoch FROM clock_timestamp() - t_);
+  t_ := clock_timestamp();
+  FOR k_ IN 1..n_ LOOP jid_ := ids_[k_]; att_ := atts_[k_]; {done}; COMMIT; END LOOP;
+  out_[3] := extract(epoch FROM clock_timestamp() - t_);
+END
+$proc$"""
+
+
+def in_server_block(conn: psycopg.Connection, n: int, spent: dict[str, float]) -> None:
+    row = conn.execute("CALL bench_writes(%s, NULL)", (n,)).fetchone()
+    assert row is not None
+    for write, seconds in zip(WRITES, row[0], strict=True):
+        spent[write] += seconds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=4000, help="jobs per variant per round")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--block", type=int, default=200)
     ap.add_argument("--dsn", default=ADMIN_DSN)
+    ap.add_argument(
+        "--in-server", action="store_true", help="time the statements inside the server"
+    )
     args = ap.parse_args()
     bench = Bench(args.dsn, quick=False, runs=args.rounds, origin="JOBTUI_BENCH_DSN")
     per_job: dict[str, dict[str, list[float]]] = {v: {w: [] for w in WRITES} for v in VARIANTS}
@@ -97,22 +216,35 @@ def main() -> None:
                     for i, v in enumerate(VARIANTS)
                 }
                 for v, dsn in dsns.items():
-                    setup(CLAIM_ONLY if v == INDEXES_ONLY else v, dsn)
+                    setup({INDEXES_ONLY: CLAIM_ONLY, OWN: FULL}.get(v, v), dsn)
                     with psycopg.connect(dsn, autocommit=True) as conn:
                         if v == INDEXES_ONLY:
                             conn.execute("ALTER TABLE jobs ENABLE TRIGGER USER")
+                        if args.in_server:
+                            conn.execute(in_server_procedure(v))
                         conn.execute("ANALYZE jobs")
                 conns = {
                     v: stack.enter_context(psycopg.connect(dsn, autocommit=True))
                     for v, dsn in dsns.items()
                 }
                 spent = {v: dict.fromkeys(WRITES, 0.0) for v in VARIANTS}
+
+                def one(
+                    v: str, n: int, into: dict[str, float], c: dict[str, psycopg.Connection] = conns
+                ) -> None:
+                    if args.in_server:
+                        in_server_block(c[v], n, into)
+                    else:
+                        block(c[v], v, n, into)
+
                 for v, conn in conns.items():
-                    block(conn, v, 50, dict.fromkeys(WRITES, 0.0))  # warm up
+                    if args.in_server:
+                        conn.execute("SET synchronous_commit = off")
+                    one(v, 50, dict.fromkeys(WRITES, 0.0))  # warm up
                 for b, start in enumerate(range(0, args.jobs, args.block)):
                     turn = b % len(VARIANTS)
                     for v in VARIANTS[turn:] + VARIANTS[:turn]:
-                        block(conns[v], v, min(args.block, args.jobs - start), spent[v])
+                        one(v, min(args.block, args.jobs - start), spent[v])
                 for v in VARIANTS:
                     for w in WRITES:
                         per_job[v][w].append(spent[v][w] / args.jobs * 1e6)
@@ -121,7 +253,8 @@ def main() -> None:
         bench.cleanup()
     print(
         f"\nµs per job, median of {args.rounds} round(s) of {args.jobs} jobs per variant "
-        "(a shared 2-core machine: noisy)"
+        + ("timed inside the server " if args.in_server else "")
+        + "(a shared 2-core machine: noisy)"
     )
     print(f"{'variant':48}" + "".join(f"{w:>24}" for w in WRITES))
     base = {w: statistics.median(per_job[ARTICLE][w]) for w in WRITES}

@@ -50,6 +50,14 @@ async def test_a_lowered_handler_limit_sends_a_waiting_retry_to_dead_letters(
     await aconn.execute("UPDATE jobs SET run_at = now() WHERE id = %s", (job,))  # retry due
     # The first sweep runs min(5 s, prune_interval) after the start: time to look first.
     async with running_worker(dsn, _flaky(1), prune_interval=60.0):
+        # The worker registers before it writes its declarations: the deploy is done once
+        # kind_handlers says 1 (without this wait `why` could ask first and find 5).
+        await wait_until(
+            lambda: fetchall(
+                aconn, "SELECT 1 FROM kind_handlers WHERE kind = 'flaky' AND max_attempts = 1"
+            ),
+            what="the new worker's declaration of max_attempts 1",
+        )
         answer = await explain(aconn, "public", job)
         assert answer is not None and answer.state == "exhausted", answer
         assert "1 of 1" in answer.headline and "row says 5" in answer.headline, answer
