@@ -505,8 +505,8 @@ class TmuxKeys:
 
     def quiet(self, seconds: float = 0.3, limit: float = 1.5) -> None:
         """Wait until the console has written nothing for `seconds` (animations ended), or
-        `limit` seconds: a screen may redraw all the time (seen: the Overview on this data set
-        writes a few KB/s with no key pressed), and presses are timed by the stamps anyway."""
+        `limit` seconds: a screen may keep redrawing (seen here: several KB/s for seconds
+        after some presses), and presses are timed by the stamps anyway."""
         start = time.monotonic()
         while time.monotonic() - start < limit:
             self._poll()
