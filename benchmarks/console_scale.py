@@ -30,6 +30,13 @@ and `--each` prints every round, which tells a collector pause from a first pres
 
     .venv/bin/python benchmarks/console_scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
     PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/console_scale.py   # "before"
+
+Issue 24: `--reminders 200000` adds jobs due over the next 30 days; `--tmux` runs the real
+`jobtui console` in a tmux pane instead (keys through `tmux send-keys`, drawn at the first bytes
+written to the pane after the pane showed the data: see TmuxKeys), and times the first data
+after launch; only the wall time is known from outside the process.
+
+    .venv/bin/python benchmarks/console_scale.py --tmux --rounds 8 --each --reminders 200000
 """
 
 from __future__ import annotations
