@@ -30,6 +30,13 @@ and `--each` prints every round, which tells a collector pause from a first pres
 
     .venv/bin/python benchmarks/console_scale.py --dsn postgresql://root@127.0.0.1:5432/postgres
     PYTHONPATH=/path/to/older/checkout .venv/bin/python benchmarks/console_scale.py   # "before"
+
+Issue 24: `--reminders 200000` adds jobs due over the next 30 days; `--tmux` runs the real
+`jobtui console` in a tmux pane instead (keys through `tmux send-keys`, drawn at the first bytes
+written to the pane after the pane showed the data: see TmuxKeys), and times the first data
+after launch; only the wall time is known from outside the process.
+
+    .venv/bin/python benchmarks/console_scale.py --tmux --rounds 8 --each --reminders 200000
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import gc
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -395,6 +403,201 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
+TMUX_FILTERS = {label: text for label, text in FILTERS.items()}
+# Each pane's and screen's method that puts freshly read data into its widgets: the child
+# notes when each ran (`tmux_child`), and a press is done at the first bytes the console
+# writes to the tmux pane after the one it leads to.
+SHOWN_BY = {
+    "jobtui.tui.panes.overview:OverviewPane.show": "overview",
+    "jobtui.tui.panes.jobs:JobsPane.show": "jobs",
+    "jobtui.tui.panes.dead:DeadPane.show": "dead",
+    "jobtui.tui.panes.workers:WorkersPane.show": "workers",
+    "jobtui.tui.panes.schedules:SchedulesPane.show": "schedules",
+    "jobtui.tui.panes.database:DatabasePane.show": "database",
+    "jobtui.tui.screens.detail:DetailScreen._render_row": "detail",
+    "jobtui.tui.screens.kind:KindScreen._show": "kind",
+}
+
+
+def tmux_child(stamps: str, argv: list[str]) -> None:
+    """The console as `jobtui ARGV` runs it, with each method of SHOWN_BY wrapped to append
+    "NAME MONOTONIC-TIME" to the file `stamps` when it has run (CLOCK_MONOTONIC: the same
+    clock in every process of the machine)."""
+    import importlib
+
+    from jobtui.cli import main as cli_main
+
+    out = open(stamps, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+
+    def wrap(cls: Any, method: str, name: str) -> None:
+        inner = getattr(cls, method)
+
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = inner(self, *args, **kwargs)
+            out.write(f"{name} {time.monotonic()}\n")
+            return result
+
+        setattr(cls, method, wrapped)
+
+    for where, name in SHOWN_BY.items():
+        module, attr = where.split(":")
+        cls_name, method = attr.split(".")
+        wrap(getattr(importlib.import_module(module), cls_name), method, name)
+    sys.exit(cli_main(argv))
+
+
+class TmuxKeys:
+    """The real console (`jobtui console --refresh 300s`) in a tmux pane of COLS×ROWS (the
+    harness of console_tmux.py), keys sent with `tmux send-keys`, and every byte the console
+    writes to the pane copied to a file (`pipe-pane`) whose growth is watched every
+    millisecond. A press is drawn at the first growth of that file after the pane or screen
+    it leads to has put data read after the press into its widgets (`tmux_child`'s stamps);
+    a key that reads nothing (a sort) at the first growth after the press."""
+
+    def __init__(self, dsn: str, cols: int, rows: int, workdir: Path) -> None:
+        from benchmarks.console_bytes import console_argv
+        from benchmarks.console_tmux import TmuxConsole
+
+        self.stamps = workdir / "stamps"
+        self.stamps.touch()
+        self._offset = 0
+        self.seen: list[tuple[str, float]] = []
+        root = str(Path(__file__).resolve().parent.parent)
+        # jobtui from PYTHONPATH first, as in this process (an older checkout: "before"), this
+        # checkout after it (child_env puts it first, for the benchmarks package)
+        first = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        code = (
+            f"import sys; sys.path[:0] = {first!r}; sys.path.append({root!r}); "
+            "from benchmarks.console_scale import tmux_child; "
+            f"tmux_child({str(self.stamps)!r}, {console_argv(dsn, 300.0)!r})"
+        )
+        self.launched = time.monotonic()
+        self.console = TmuxConsole(dsn, cols, rows, workdir, 300.0, [sys.executable, "-c", code])
+        self.console.start_capture()
+        self._size = self.console.captured()
+        self.growths: list[float] = []
+
+    def _poll(self) -> None:
+        size = self.console.captured()
+        if size != self._size:
+            self._size = size
+            self.growths.append(time.monotonic())
+        with open(self.stamps) as fh:
+            fh.seek(self._offset)
+            text = fh.read()
+        if text.endswith("\n"):
+            self._offset += len(text)
+            for line in text.splitlines():
+                name, at = line.split()
+                self.seen.append((name, float(at)))
+
+    def wait(self, shown: str | None, t0: float, timeout: float = LOST_AFTER_S) -> float | None:
+        """The time of the first growth after `shown`'s first stamp after `t0` (after `t0`
+        itself when `shown` is None); None after `timeout` seconds."""
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            self._poll()
+            after = t0
+            if shown is not None:
+                stamps = [at for name, at in self.seen if name == shown and at > t0]
+                if not stamps:
+                    time.sleep(0.001)
+                    continue
+                after = stamps[0]
+            drawn = [g for g in self.growths if g > after]
+            if drawn:
+                return drawn[0]
+            time.sleep(0.001)
+        return None
+
+    def quiet(self, seconds: float = 0.3, limit: float = 1.5) -> None:
+        """Wait until the console has written nothing for `seconds` (animations ended), or
+        `limit` seconds: a screen may keep redrawing (seen here: several KB/s for seconds
+        after some presses), and presses are timed by the stamps anyway."""
+        start = time.monotonic()
+        while time.monotonic() - start < limit:
+            self._poll()
+            last = self.growths[-1] if self.growths else 0.0
+            if time.monotonic() - max(last, start) >= seconds:
+                return
+            time.sleep(0.005)
+
+    def press(self, keys: tuple[str, ...], shown: str | None) -> float | None:
+        """Milliseconds from sending `keys` to the drawn result; None if lost."""
+        self.quiet()
+        t0 = time.monotonic()
+        self.console.send(*keys)
+        drawn = self.wait(shown, t0)
+        return None if drawn is None else (drawn - t0) * 1000
+
+    def close(self) -> None:
+        self.console.close()
+
+
+def drive_tmux(
+    dsn: str, rounds: int, lost: list[str], size: tuple[int, int], workdir: Path
+) -> dict[str, list[Timing]]:
+    """Every key of `rounds_of` that reads data, sent through tmux, and "first data after
+    launch" once. Left out: `#` (it changes nothing on screen) and `s`/`S` (a sort reads
+    nothing, and with a screen that redraws on its own the first bytes after the press need
+    not be the sort's; the Pilot run times them at the update that shows them)."""
+    out: dict[str, list[Timing]] = {}
+    keys = TmuxKeys(dsn, size[0], size[1], workdir)
+
+    def timed_key(
+        label: str, send: tuple[str, ...], shown: str | None, record: bool = True
+    ) -> None:
+        ms = keys.press(send, shown)
+        if ms is None:
+            lost.append(label)
+            keys.quiet(1.0)
+        elif record:
+            out.setdefault(label, []).append((ms, None, 0.0, 0.0))
+
+    try:
+        first = keys.wait("overview", keys.launched, timeout=TIMEOUT_S)
+        if first is None:
+            keys.console.check_alive()
+            raise SystemExit("console_scale: no first Overview in 30 s")
+        out["first data after launch (process start)"] = [
+            ((first - keys.launched) * 1000, None, 0.0, 0.0)
+        ]
+        for round_no in range(rounds):
+            for digit, name in [*list(TABS.items())[1:], ("1", "overview")]:  # from Overview
+                timed_key(f"key {digit} ({name})", (digit,), name)
+            timed_key("2", ("2",), "jobs", record=False)
+            timed_key("enter (job detail)", ("Enter",), "detail")
+            timed_key("escape", ("Escape",), None, record=False)
+            timed_key("end (jobs: last row, next page)", ("End",), "jobs")
+            for label, text in TMUX_FILTERS.items():
+                timed_key("/", ("/",), None, record=False)
+                timed_key("clear", ("C-u",), None, record=False)
+                keys.console.press(text)
+                keys.quiet()
+                timed_key(label, ("Enter",), "jobs")
+            timed_key("/", ("/",), None, record=False)
+            timed_key("clear", ("C-u",), None, record=False)
+            timed_key("no filter", ("Enter",), "jobs", record=False)
+            timed_key("unfinished", ("a",), "jobs", record=False)
+            timed_key("3", ("3",), "dead", record=False)
+            timed_key("down (dead: next group)", ("Down",), "dead")
+            timed_key("tab", ("Tab",), None, record=False)
+            timed_key("enter (dead letter detail)", ("Enter",), "detail")
+            timed_key("escape", ("Escape",), None, record=False)
+            timed_key("back-tab", ("BTab",), None, record=False)
+            timed_key("up", ("Up",), "dead", record=False)
+            timed_key("1", ("1",), "overview", record=False)
+            for _ in range(round_no):  # another kind each round
+                timed_key("down", ("Down",), None, record=False)
+            timed_key("enter (overview: kind screen)", ("Enter",), "kind")
+            timed_key("escape", ("Escape",), None, record=False)
+            for _ in range(round_no):
+                timed_key("up", ("Up",), None, record=False)
+    finally:
+        keys.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", default="postgresql://root@127.0.0.1:5432/postgres")
@@ -406,6 +609,17 @@ def main() -> None:
     ap.add_argument(
         "--size", default=f"{SIZE[0]}x{SIZE[1]}", help="terminal columns x lines (default 120x40)"
     )
+    ap.add_argument(
+        "--reminders",
+        type=int,
+        default=0,
+        help="add this many jobs due over the next 30 days (issue 24: 200000)",
+    )
+    ap.add_argument(
+        "--tmux",
+        action="store_true",
+        help="the real console in a tmux pane, keys sent through tmux (not Pilot)",
+    )
     args = ap.parse_args()
     try:
         columns, lines = (int(n) for n in args.size.lower().split("x"))
@@ -413,6 +627,8 @@ def main() -> None:
         sys.exit(f"console_scale: --size must be COLUMNSxLINES, not {args.size!r}")
     if args.rounds < 1:
         sys.exit("console_scale: --rounds must be at least 1")
+    if args.reminders < 0:
+        sys.exit("console_scale: --reminders must be 0 or more")
     import jobtui
 
     print(f"jobtui from {Path(jobtui.__file__).parent}", flush=True)
@@ -423,16 +639,35 @@ def main() -> None:
     db = copy_of(args.dsn, template)
     try:
         dsn = conninfo.make_conninfo(args.dsn, dbname=db)
-        stale(dsn)
-        print(f"data set ready ({db}); {args.rounds} rounds at {columns}x{lines}", flush=True)
+        stale(dsn, args.reminders)
+        with psycopg.connect(dsn, autocommit=True) as conn:  # as a worker's housekeeper would
+            conn.execute("SELECT jobtui_fold_job_counts()")
+        print(
+            f"data set ready ({db}, {args.reminders:,} reminders over the next 30 days); "
+            f"{args.rounds} rounds at {columns}x{lines}"
+            f"{' through tmux' if args.tmux else ' (Pilot)'}",
+            flush=True,
+        )
         lost: list[str] = []
-        results = asyncio.run(drive(dsn, args.rounds, lost, (columns, lines)))
+        if args.tmux:
+            with tempfile.TemporaryDirectory(prefix="console-scale-") as workdir:
+                results = drive_tmux(dsn, args.rounds, lost, (columns, lines), Path(workdir))
+        else:
+            results = asyncio.run(drive(dsn, args.rounds, lost, (columns, lines)))
         print(
             f"\n{'key → drawn':48} {'p50 ms':>7} {'p95 ms':>7} {'target':>7}"
             f" {'in link p50':>11} {'p95':>6} {'cpu p50':>8} {'p95':>6} {'gc p95':>7}  n"
         )
         for label, timings in results.items():
             target = 300 if label.startswith("filter") else 150
+            if args.tmux:  # only the key-to-screen time is known from outside the process
+                total = sorted(t for t, _, _, _ in timings)
+                print(
+                    f"{label:48} {statistics.median(total):7.1f} {p95(total):7.1f}"
+                    f" {'–' if label.startswith('first') else '≤' + str(target):>7}"
+                    f"  (min {total[0]:.0f}, max {total[-1]:.0f})  {len(total)}"
+                )
+                continue
             total = [t for t, _, _, _ in timings]
             spent = [d for _, d, _, _ in timings if d is not None]
             cpu = [c for _, _, c, _ in timings]

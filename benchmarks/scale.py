@@ -23,12 +23,14 @@ next 30 days (reminders, trial expiries) to the run's copy, and `--counts` measu
 snapshot (p50/p95) and `jobtui stats --json` as a whole process (median of 10 runs).
 
     .venv/bin/python benchmarks/scale.py --reminders 200000 --counts
+    .venv/bin/python benchmarks/scale.py --counts --compare /path/to/older/checkout
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import hashlib
 import os
 import statistics
@@ -244,8 +246,10 @@ async def measure(dsn: str, runs: int, jit: str) -> dict[str, tuple[float, float
     return out
 
 
-def measure_counts(dsn: str, runs: int) -> None:
-    """The snapshot's p50/p95 and `jobtui stats --json`'s whole-process median (issue 24)."""
+def measure_counts(dsn: str, runs: int, compare: str | None = None) -> None:
+    """The snapshot's p50/p95 and `jobtui stats --json`'s whole-process median (issue 24);
+    with `compare` (a checkout's root) that checkout's `stats --json` too, interleaved."""
+    import jobtui
     from jobtui import metrics
 
     with psycopg.connect(dsn, autocommit=True) as conn:  # as a worker's housekeeper would
@@ -262,21 +266,41 @@ def measure_counts(dsn: str, runs: int) -> None:
             return sorted(times)
 
     times = asyncio.run(snapshots())
-    cmd = [sys.executable, "-m", "jobtui", "stats", "--json", "--dsn", dsn]
-    whole = []
-    for i in range(11):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, cwd="/")
-        if i:  # one warm-up run
-            whole.append((time.perf_counter() - t0) * 1000)
+    # Bytecode as an installed package has it: with PYTHONDONTWRITEBYTECODE set (as in some
+    # shells and CI) an editable checkout would compile every jobtui module in every run.
+    compileall.compile_dir(str(Path(jobtui.__file__).parent), quiet=1)
+    commands = {
+        "`python -c pass`": [sys.executable, "-c", "pass"],
+        "`python -c 'import psycopg'`": [sys.executable, "-c", "import psycopg"],
+        "`jobtui stats --json`": [sys.executable, "-m", "jobtui", "stats", "--json", "--dsn", dsn],
+    }
+    envs: dict[str, dict[str, str] | None] = dict.fromkeys(commands)
+    if compare:  # the same command with an older checkout's jobtui, in the same loop
+        compileall.compile_dir(str(Path(compare) / "jobtui"), quiet=1)
+        label = f"`jobtui stats --json` ({compare})"
+        commands[label] = commands["`jobtui stats --json`"]
+        envs[label] = {**os.environ, "PYTHONPATH": compare}
+    whole: dict[str, list[float]] = {label: [] for label in commands}
+    for i in range(11):  # interleaved, so a busy moment of the machine hits each alike
+        for label, cmd in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True, cwd="/", env=envs[label])
+            if i:  # one warm-up run
+                whole[label].append((time.perf_counter() - t0) * 1000)
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM job_counts").fetchone()
     print(
         f"snapshot p50 {statistics.median(times):.1f} ms, p95 {p95(times):.1f} ms ({runs} runs); "
-        f"`jobtui stats --json` median {statistics.median(whole):.0f} ms (10 runs, whole "
-        f"process); job_counts holds {row[0] if row else 0:,} rows (a shared machine: noisy)",
+        f"job_counts holds {row[0] if row else 0:,} rows",
         flush=True,
     )
+    for label, ms in whole.items():
+        print(
+            f"{label:48} median {statistics.median(ms):4.0f} ms (min {min(ms):.0f}, max "
+            f"{max(ms):.0f}; 10 runs, whole process)",
+            flush=True,
+        )
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (a shared machine)")
 
 
 def print_index_use(dsn: str) -> None:
@@ -298,6 +322,11 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true")
     ap.add_argument("--reminders", type=int, default=0, help="jobs due over the next 30 days")
     ap.add_argument("--counts", action="store_true", help="only the snapshot and stats --json")
+    ap.add_argument(
+        "--compare",
+        metavar="CHECKOUT",
+        help="with --counts: also time that checkout's `jobtui stats --json` in the same loop",
+    )
     args = ap.parse_args()
     import jobtui
 
@@ -315,7 +344,7 @@ def main() -> None:
             flush=True,
         )
         if args.counts:
-            measure_counts(dsn, args.runs)
+            measure_counts(dsn, args.runs, args.compare)
             return
         results = {jit: asyncio.run(measure(dsn, args.runs, jit)) for jit in ("on", "off")}
         with psycopg.connect(dsn, autocommit=True) as conn:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -210,6 +209,8 @@ def load_console_config(
         return ConsoleConfig()
     except OSError as exc:
         raise ConfigError(f"{target}: cannot read config file: {exc.strerror or exc}") from None
+    import tomllib  # here: with no config file (the usual `stats` in a cron job) none is read
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

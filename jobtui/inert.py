@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
+if TYPE_CHECKING:  # Rich is imported by the first inert(): the CLI's commands print plain text
+    from rich.text import Text
 
 # C0 controls except tab and newline, DEL, C1 controls, the Unicode line and paragraph separators
 # (U+2028/9: `splitlines()` and many readers break lines there, so a name could forge a line of
 # its own), and bidi/zero-width format characters that can reorder or hide what an operator reads.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
-)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
 _CONTROL_SINGLE_LINE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
 )
@@ -51,6 +50,8 @@ def cut(text: str, width: int) -> str:
 
 def inert(value: object, *, style: str = "", multiline: bool = False) -> Text:
     """A Rich Text showing `value` literally: no markup, no control characters."""
+    from rich.text import Text
+
     return Text(clean(value, multiline=multiline), style=style, no_wrap=not multiline)
 
 

@@ -9,10 +9,10 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 
-from jobtui import ops
 from jobtui.cli.args import Args
 from jobtui.cli.errors import EXIT_USAGE, CliError
 from jobtui.config import resolve_dsn, resolve_schema
@@ -20,6 +20,9 @@ from jobtui.db import acheck_schema, aconnect
 from jobtui.inert import clean
 from jobtui.sql import quote_schema
 from jobtui.targets import Target, TargetError, select
+
+if TYPE_CHECKING:  # ops (and its imports) only for the commands that write: not `stats`
+    from jobtui import ops
 
 Body = Callable[[psycopg.AsyncConnection, str], Awaitable[int]]
 
@@ -131,6 +134,8 @@ def flip_named(
 ) -> int:
     """Pause or resume one named thing (a kind, a schedule): prints `changed`, or fails with
     `unchanged` (one error line, exit 1: nothing happened). `check` may refuse the name first."""
+
+    from jobtui import ops
 
     async def body(conn: psycopg.AsyncConnection, schema: str) -> int:
         if check is not None:

@@ -14,13 +14,17 @@ WHERE s.kind = %(kind)s AND s.minute >= %(since)s
 -- name: kind_row_max_attempts
 -- The max_attempts the kind's unfinished rows carry (the handler's, when it declares one,
 -- overrides them): waiting rows from the covering jobs_pending_kind index, running ones (few)
--- from jobs_running (since migration 0020 no index holds both).
+-- from jobs_running (since migration 0020 no index holds both). It reads every unfinished row
+-- of the kind, so not at all when the handler's max_attempts overrides them (the screen then
+-- shows the handler's alone): the gate is a one-time filter, checked before either scan.
 SELECT min(u.max_attempts) AS low, max(u.max_attempts) AS high
 FROM (SELECT j.max_attempts FROM __schema__.jobs j
       WHERE j.finished_at IS NULL AND j.locked_at IS NULL AND j.kind = %(kind)s
       UNION ALL
       SELECT j.max_attempts FROM __schema__.jobs j
       WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL AND j.kind = %(kind)s) u
+WHERE NOT EXISTS (SELECT 1 FROM __schema__.kind_handlers h
+                  WHERE h.kind = %(kind)s AND h.max_attempts IS NOT NULL)
 
 -- name: kind_depth_changes
 -- How the kind's unfinished count changed, per minute since %(since)s: rows that arrived (an
@@ -47,12 +51,18 @@ LIMIT %(limit)s
 
 -- name: kind_retry_errors
 -- Errors of the kind's unfinished jobs that failed an attempt and wait to run again, by the
--- error's first line, most first; `last_at` is the latest of their next runs.
+-- error's first line, most first; `last_at` is the latest of their next runs. No index holds
+-- `attempts > 0` alone, so the unlocked rows are read only when the exact counts (0016) say
+-- the kind has some with attempts > 0: `retrying` (waiting, attempts > 0) or `exhausted`
+-- (attempts >= max_attempts). Otherwise that scan of every waiting row of the kind (tens of
+-- milliseconds at 20,000 of them) would find nothing.
 SELECT left(split_part(j.last_error, E'\n', 1), 300) AS signature, count(*) AS n,
        max(j.run_at) AS last_at
 FROM (SELECT x.last_error, x.run_at FROM __schema__.jobs x
       WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.kind = %(kind)s
         AND x.attempts > 0 AND x.last_error IS NOT NULL
+        AND EXISTS (SELECT 1 FROM __schema__.jobtui_job_counts() c
+                    WHERE c.kind = %(kind)s AND c.state IN ('retrying', 'exhausted'))
       UNION ALL
       SELECT x.last_error, x.run_at FROM __schema__.jobs x
       WHERE x.finished_at IS NULL AND x.locked_at IS NOT NULL AND x.kind = %(kind)s
