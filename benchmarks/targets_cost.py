@@ -14,6 +14,10 @@ finished ones and dead letters), then measures the targets overview at a 2 s ref
     python benchmarks/targets_cost.py                        # 1, 5, 20 targets, 10 s each
     python benchmarks/targets_cost.py --counts 1,5 --seconds 5
     python benchmarks/targets_cost.py --server postgresql://root@127.0.0.1:5432/postgres
+    python benchmarks/targets_cost.py --docs    # also write the table into the docs page
+
+With --docs the Markdown table goes between `<!-- targets-cost:start -->` and
+`<!-- targets-cost:end -->` in docs/operating/many-databases.md: nobody types these figures.
 
 The databases are named jobtui_tc_<n> and dropped at the end (unless --keep).
 """
@@ -38,6 +42,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.console_bytes import ConsolePty  # noqa: E402
+
+DOCS_PAGE = ROOT / "docs" / "operating" / "many-databases.md"
+DOCS_START, DOCS_END = "<!-- targets-cost:start -->", "<!-- targets-cost:end -->"
 from jobtui.console_config import ConsoleConfig  # noqa: E402
 from jobtui.schema import migrate  # noqa: E402
 from jobtui.targets import Target  # noqa: E402
@@ -156,6 +163,14 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="measuring window per figure")
     p.add_argument("--startup", type=float, default=6.0, help="start-up output discarded (s)")
     p.add_argument("--keep", action="store_true", help="keep the databases")
+    p.add_argument(
+        "--docs",
+        nargs="?",
+        const=str(DOCS_PAGE),
+        default=None,
+        metavar="PAGE",
+        help="write the table into PAGE between its markers (default: the many-databases page)",
+    )
     args = p.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
     rows = []
@@ -183,7 +198,39 @@ def main() -> int:
             f"{n:>7}  {polls:>5}  {per_read:>10.1f}  {per_read * n:>11.1f}  "
             f"{ms / args.seconds:>7.1f}  {first:>10}  {idle:>8.0f}  {busy:>8.0f}"
         )
+    if args.docs:
+        write_docs(Path(args.docs), markdown(rows, args.seconds))
+        print(f"wrote the table into {args.docs}")
     return 0
+
+
+def markdown(rows: list[tuple[int, float, int, int, float, float]], seconds: float) -> str:
+    """The table as the docs page shows it, with the command that printed it."""
+    lines = [
+        f"Printed by `python benchmarks/targets_cost.py --docs` on {time.strftime('%Y-%m-%d')}"
+        f" ({seconds:g} s windows, {REFRESH_S:g} s refresh, 120×40):",
+        "",
+        f"| targets | reads in {seconds:g} s | db ms per read | db ms per round (all N) "
+        "| db ms per second | start-up bytes | idle B/s | busy B/s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, ms, polls, first, idle, busy in rows:
+        per_read = ms / polls if polls else float("nan")
+        lines.append(
+            f"| {n} | {polls} | {per_read:.1f} | {per_read * n:,.1f} | {ms / seconds:,.1f} "
+            f"| {first:,} | {idle:,.0f} | {busy:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def write_docs(page: Path, table: str) -> None:
+    """Replace what lies between the page's targets-cost markers with `table`."""
+    text = page.read_text("utf-8")
+    head, sep, rest = text.partition(DOCS_START)
+    _, sep2, tail = rest.partition(DOCS_END)
+    if not sep or not sep2:
+        raise SystemExit(f"targets_cost: {page} has no {DOCS_START} … {DOCS_END} markers")
+    page.write_text(f"{head}{DOCS_START}\n{table}\n{DOCS_END}{tail}", "utf-8")
 
 
 if __name__ == "__main__":
