@@ -15,6 +15,10 @@ shared console needs in front of it:
   audits its writes as `web:<name>`.
 - **One origin.** A websocket opened from another site's page is refused (403), so a page
   elsewhere cannot drive the console with the operator's cookie.
+- **This machine's names only, without tokens.** A token-less server answers only requests
+  addressed to a loopback name (`localhost`, 127.0.0.1, [::1]) or to --public-url's host: a
+  site whose name is made to resolve to 127.0.0.1 (DNS rebinding) is same-origin with itself,
+  so only the Host header tells its page from the operator's.
 - **A cap on sessions.** Each session is a console process with its own database connection.
 
 Nothing secret reaches the browser: the page holds the websocket's address only, and each
@@ -183,6 +187,12 @@ class ConsoleServer(Server):
     ) -> web.StreamResponse:
         if request.path.startswith("/static/"):  # textual-serve's own scripts and fonts
             return await handler(request)
+        if not self._host_allowed(request):
+            return web.Response(
+                status=403,
+                text="jobtui serve: without tokens this console answers only to localhost, "
+                "127.0.0.1 or [::1] (or --public-url)\n",
+            )
         if self.tokens and "token" in request.query:
             return self._sign_in(request, request.query["token"])
         user = self.user_of(request)
@@ -190,6 +200,16 @@ class ConsoleServer(Server):
             return _refused("this console needs a token: open it as /?token=SECRET")
         request["web_user"] = user
         return await handler(request)
+
+    def _host_allowed(self, request: web.Request) -> bool:
+        """With tokens, any name reaching the server may ask (the token decides). Without, the
+        request must be addressed to this machine by a loopback name or to --public-url."""
+        if self.tokens:
+            return True
+        name = urlsplit(f"//{request.host}").hostname or ""
+        if self.given_public_url and name == urlsplit(self.given_public_url).hostname:
+            return True
+        return is_loopback(name)
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()

@@ -151,6 +151,30 @@ def test_the_gate_refuses_pages_and_websockets_without_a_token(queue: str, token
         assert upgrade(url, {**good, "Origin": url}) == 101
 
 
+def page_status(url: str, headers: dict[str, str]) -> int:
+    """The status of GET `url`/ with `headers` (Host among them, when given)."""
+    conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=10)
+    try:
+        conn.request("GET", "/", headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_without_tokens_a_page_of_another_name_gets_no_console(queue: str) -> None:
+    """DNS rebinding: a site whose name resolves to 127.0.0.1 is same-origin with itself, so
+    its page could open the token-less console; only the Host header gives it away."""
+    with serving(queue) as url:
+        port = url.rsplit(":", 1)[1]
+        evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+        assert page_status(url, {"Host": evil["Host"]}) == 403
+        assert upgrade(url, evil) == 403
+        for name in ("localhost", "127.0.0.1", "[::1]"):
+            here = {"Host": f"{name}:{port}", "Origin": f"http://{name}:{port}"}
+            assert page_status(url, {"Host": here["Host"]}) == 200
+            assert upgrade(url, here) == 101
+
+
 @needs_browser
 def test_read_only_refuses_a_write_and_the_database_is_unchanged(
     queue: str, tokens: Path, browser: object
