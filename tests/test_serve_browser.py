@@ -207,6 +207,45 @@ def test_with_allow_writes_a_write_is_audited_with_the_token_name(
     assert audit_and_pauses(queue) == ([("web:bob", "pause_kind")], [(KIND, "web:bob")])
 
 
+async def test_the_database_tabs_actions_are_audited_as_the_web_user(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """A browser session's console acts as web:NAME in every tab, the Database tab's signals
+    too; and a confirmation answered after the console went read-only does nothing."""
+    from test_dbhealth import audit_rows, churn, open_blocker
+    from test_tui_console import config, notifications, until
+    from test_tui_database import SMALL, blocker_text, open_database_tab
+
+    from jobtui import ops
+    from jobtui.tui.app import JobtuiApp
+    from jobtui.tui.screens.confirm import ConfirmScreen
+
+    blocker = open_blocker(dsn)
+    pid = blocker.info.backend_pid
+    try:
+        churn(conn, 120)
+        app = JobtuiApp(dsn, "public", config=config(), actor=ops.Actor.web("carol"))
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            await until(pilot, lambda: f"pid {pid}" in blocker_text(app))
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            app.read_only_why = "the database refused a write"  # while the dialog was open
+            await pilot.press("1")
+            await until(pilot, lambda: "Read-only: nothing was done" in str(notifications(app)))
+            blocker.execute("SELECT 1")  # still there
+            assert audit_rows(conn) == []
+            app.read_only_why = None
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("1")
+            await until(pilot, lambda: f"terminated backend {pid}" in str(notifications(app)))
+        rows = audit_rows(conn)
+        assert [(r[0], r[3]) for r in rows] == [("terminate_backend", "web:carol")]
+    finally:
+        blocker.close()
+
+
 @needs_browser
 def test_each_session_gets_the_config_env_and_refresh(
     queue: str, tmp_path: Path, browser: object
