@@ -194,6 +194,27 @@ def test_read_only_refuses_a_write_and_the_database_is_unchanged(
 
 
 @needs_browser
+def test_saving_a_copy_downloads_it_and_writes_nothing_on_the_server(
+    queue: str, tokens: Path, browser: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Y` saves a payload to a file: on the server that would be a write of a read-only
+    session, in a folder the web user cannot read; the browser gets it instead."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))  # the sessions' state folder
+    with serving(queue, "--token-file", str(tokens)) as url:
+        open_console(browser, url, ALICE)
+        press(browser, "2")
+        wait_screen(browser, lambda t: re.search(rf"\b1\s+{KIND}\s+ready", t), "the Jobs tab")
+        time.sleep(0.5)  # the rows are drawn; let the cursor land on the first
+        press(browser, "Y")
+        wait_screen(browser, lambda t: "Download?" in t, "the choice of what to download", 10)
+        press(browser, "2")  # the payload
+        notice = wait_screen(browser, lambda t: "to your browser as the" in t, "the notice", 10)
+        assert re.search(r"download\s+job-7-payload-\d{8}-\d{6}\.txt", notice)
+    assert not state.exists() or not any(state.rglob("*.txt"))
+
+
+@needs_browser
 def test_with_allow_writes_a_write_is_audited_with_the_token_name(
     queue: str, tokens: Path, browser: object
 ) -> None:
