@@ -19,6 +19,8 @@ shared console needs in front of it:
   addressed to a loopback name (`localhost`, 127.0.0.1, [::1]) or to --public-url's host: a
   site whose name is made to resolve to 127.0.0.1 (DNS rebinding) is same-origin with itself,
   so only the Host header tells its page from the operator's.
+- **No frames.** Every answer forbids other sites to frame it (X-Frame-Options, CSP
+  frame-ancestors): a page over the console could make the operator type into it.
 - **A cap on sessions.** Each session is a console process with its own database connection.
 
 Nothing secret reaches the browser: the page holds the websocket's address only, and each
@@ -214,6 +216,7 @@ class ConsoleServer(Server):
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.middlewares.append(self.gate)
+        app.on_response_prepare.append(_not_framed)
         return app
 
     # --- pages and sessions --------------------------------------------------------------
@@ -291,6 +294,13 @@ class ConsoleServer(Server):
         otherwise wait for the browsers to leave)."""
         for websocket in list(self._open):
             await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"jobtui serve stopped")
+
+
+async def _not_framed(request: web.Request, response: web.StreamResponse) -> None:
+    """No other site may show the console in a frame: a page over it could trick the operator
+    into typing keys (clickjacking; a token-less console needs no cookie to be framed)."""
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
 
 
 def _closer(websocket: web.WebSocketResponse) -> Callable[[], Awaitable[None]]:

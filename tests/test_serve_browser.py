@@ -151,14 +151,29 @@ def test_the_gate_refuses_pages_and_websockets_without_a_token(queue: str, token
         assert upgrade(url, {**good, "Origin": url}) == 101
 
 
-def page_status(url: str, headers: dict[str, str]) -> int:
-    """The status of GET `url`/ with `headers` (Host among them, when given)."""
+def page(url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+    """GET `url`/ with `headers` (Host among them, when given); the response, body read."""
     conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=10)
     try:
         conn.request("GET", "/", headers=headers)
-        return conn.getresponse().status
+        response = conn.getresponse()
+        response.read()
+        return response
     finally:
         conn.close()
+
+
+def page_status(url: str, headers: dict[str, str]) -> int:
+    return page(url, headers).status
+
+
+def test_no_other_site_may_frame_the_console(queue: str) -> None:
+    """Clickjacking: a page over a framed console could make the operator type into it."""
+    with serving(queue) as url:
+        answer = page(url, {})
+        assert answer.status == 200
+        assert answer.getheader("X-Frame-Options") == "DENY"
+        assert "frame-ancestors 'none'" in (answer.getheader("Content-Security-Policy") or "")
 
 
 def test_without_tokens_a_page_of_another_name_gets_no_console(queue: str) -> None:
