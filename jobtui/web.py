@@ -298,9 +298,12 @@ class ConsoleServer(Server):
 
 async def _not_framed(request: web.Request, response: web.StreamResponse) -> None:
     """No other site may show the console in a frame: a page over it could trick the operator
-    into typing keys (clickjacking; a token-less console needs no cookie to be framed)."""
+    into typing keys (clickjacking; a token-less console needs no cookie to be framed). And no
+    cache keeps the page: it is built from the request's Host and shown to signed-in users."""
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    if not request.path.startswith("/static/"):
+        response.headers["Cache-Control"] = "no-store"
 
 
 def _closer(websocket: web.WebSocketResponse) -> Callable[[], Awaitable[None]]:

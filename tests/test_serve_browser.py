@@ -174,6 +174,7 @@ def test_no_other_site_may_frame_the_console(queue: str) -> None:
         assert answer.status == 200
         assert answer.getheader("X-Frame-Options") == "DENY"
         assert "frame-ancestors 'none'" in (answer.getheader("Content-Security-Policy") or "")
+        assert answer.getheader("Cache-Control") == "no-store"  # built from the Host header
 
 
 def test_without_tokens_a_page_of_another_name_gets_no_console(queue: str) -> None:
@@ -308,10 +309,27 @@ def test_no_secret_reaches_the_browser_or_a_command_line(
         page = browser.page_source  # type: ignore[attr-defined]
         cookies = str(browser.get_cookies())  # type: ignore[attr-defined]
         commands = command_lines()
+        ours = [env.split(b"\0") for env in consoles_environments() if password.encode() in env]
     assert any("--web-user alice" in c for c in commands), "the session's console was not seen"
+    # the password reaches the session's libpq as $PGPASSWORD, never in a string of the
+    # console's (whose crash report, with every frame's locals, goes to serve's output)
+    assert len(ours) == 1 and f"PGPASSWORD={password}".encode() in ours[0]
+    assert [v for v in ours[0] if password.encode() in v] == [f"PGPASSWORD={password}".encode()]
     for leak in (password, secret(ALICE), secret(BOB)):
         assert leak not in text and leak not in page and leak not in cookies
         assert not [c for c in commands if leak in c]
+
+
+def consoles_environments() -> list[bytes]:
+    """The environments of the browser sessions' consoles on this machine."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"--web-user" in (proc / "cmdline").read_bytes():
+                found.append((proc / "environ").read_bytes())
+        except OSError:
+            continue  # it ended
+    return found
 
 
 def sessions_of(dsn: str) -> list[int]:

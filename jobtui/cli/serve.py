@@ -151,8 +151,7 @@ def cmd_serve(args: Args) -> int:
     with connect(dsn) as conn:  # one clear line now rather than a dead page per session
         check_schema(conn, schema)
     # Each session's console inherits this process's environment (textual-serve copies it).
-    if getattr(args, "dsn", None) is not None:
-        os.environ["JOBTUI_DSN"] = dsn
+    _session_dsn(dsn)
     os.environ["JOBTUI_SCHEMA"] = schema
     os.environ.pop(TOKENS_ENV, None)  # the sessions need no secrets of the web server
     mode = "read-write, audited as web:NAME" if args.allow_writes else "read-only"
@@ -169,6 +168,22 @@ def cmd_serve(args: Args) -> int:
     )
     server.serve()
     return 0
+
+
+def _session_dsn(dsn: str) -> None:
+    """Give the sessions `dsn` in their environment, its password apart in $PGPASSWORD (libpq
+    reads it there): no string in a console then holds the password, and a console's crash
+    report, which Textual prints with each frame's locals into serve's output, cannot show it."""
+    from psycopg import conninfo
+
+    params = conninfo.conninfo_to_dict(dsn) if dsn else {}
+    password = params.pop("password", None)
+    if password is not None:
+        os.environ["PGPASSWORD"] = str(password)
+        os.environ.pop("DATABASE_URL", None)  # JOBTUI_DSN, without it, comes first anyway
+        dsn = conninfo.make_conninfo(**params)
+    if dsn:
+        os.environ["JOBTUI_DSN"] = dsn
 
 
 def _url_host(host: str) -> str:
