@@ -181,7 +181,7 @@ def _session_dsn(dsn: str) -> None:
     if password is not None:
         os.environ["PGPASSWORD"] = str(password)
         os.environ.pop("DATABASE_URL", None)  # JOBTUI_DSN, without it, comes first anyway
-        dsn = conninfo.make_conninfo(**params)
+        dsn = conninfo.make_conninfo("", **params)
     if dsn:
         os.environ["JOBTUI_DSN"] = dsn
 
