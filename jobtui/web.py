@@ -145,8 +145,10 @@ class ConsoleServer(Server):
 
     def _token(self, secret: str) -> Token | None:
         found = None
+        # aiohttp decodes a header's bytes that are not UTF-8 as surrogates: keep them bytes
+        given = secret.encode("utf-8", "surrogateescape")
         for token in self.tokens:  # compare with every token: the time does not tell which
-            if hmac.compare_digest(token.secret.encode(), secret.encode()):
+            if hmac.compare_digest(token.secret.encode(), given):
                 found = token
         return found
 

@@ -12,6 +12,7 @@ import http.client
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -165,6 +166,21 @@ def page(url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
 
 def page_status(url: str, headers: dict[str, str]) -> int:
     return page(url, headers).status
+
+
+def raw_status(url: str, request: bytes) -> bytes:
+    """The status line the server answers `request` (raw bytes, whatever they hold) with."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        return conn.makefile("rb").readline().strip()
+
+
+def test_a_token_that_is_not_utf8_is_refused_not_a_server_error(queue: str, tokens: Path) -> None:
+    with serving(queue, "--token-file", str(tokens)) as url:
+        for header in (b"Authorization: Bearer \xff\xfe-not-utf8", b"Cookie: jobtui_session=\xff"):
+            request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + header + b"\r\n\r\n"
+            assert raw_status(url, request) == b"HTTP/1.1 401 Unauthorized", header
 
 
 def test_no_other_site_may_frame_the_console(queue: str) -> None:
