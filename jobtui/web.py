@@ -333,7 +333,8 @@ async def _relay(service: AppService, websocket: web.WebSocketResponse, data: st
         return
     kind, body = envelope[0], (envelope[1] if len(envelope) > 1 else None)
     if kind == "stdin" and isinstance(body, str):
-        await service.send_bytes(body.encode("utf-8"))
+        # JSON may hold a lone surrogate ("\ud800"), which UTF-8 cannot: it becomes "?"
+        await service.send_bytes(body.encode("utf-8", "replace"))
     elif kind == "resize" and isinstance(body, dict):
         width = _whole(str(body.get("width", "")), 80, 20, 500)
         height = _whole(str(body.get("height", "")), 24, 5, 300)

@@ -183,6 +183,31 @@ def test_a_token_that_is_not_utf8_is_refused_not_a_server_error(queue: str, toke
             assert raw_status(url, request) == b"HTTP/1.1 401 Unauthorized", header
 
 
+def test_a_keystroke_that_is_not_text_does_not_end_the_session(queue: str, tokens: Path) -> None:
+    """JSON can carry a lone surrogate, which UTF-8 cannot encode; the session goes on."""
+    import asyncio
+
+    import aiohttp
+
+    async def session(url: str) -> list[object]:
+        auth = {"Authorization": f"Bearer {secret(ALICE)}"}
+        async with (
+            aiohttp.ClientSession() as client,
+            client.ws_connect(f"{url}/ws", headers=auth) as ws,
+        ):
+            await ws.send_str('["stdin", "\\ud800"]')
+            await ws.send_str('["ping", "still-there"]')
+            while True:
+                message = await asyncio.wait_for(ws.receive(), 20)
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    return list(message.json())
+                if message.type != aiohttp.WSMsgType.BINARY:
+                    return [message.type]
+
+    with serving(queue, "--token-file", str(tokens)) as url:
+        assert asyncio.run(session(url)) == ["pong", "still-there"]
+
+
 def test_no_other_site_may_frame_the_console(queue: str) -> None:
     """Clickjacking: a page over a framed console could make the operator type into it."""
     with serving(queue) as url:
