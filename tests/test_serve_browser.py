@@ -447,6 +447,9 @@ def test_binding_beyond_loopback_needs_tokens(dsn: str, tmp_path: Path) -> None:
     weak.write_text("carol:short\n")
     line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", "--token-file", str(weak))
     assert "at least 16 characters" in line and "line 1" in line
+    # behind a reverse proxy the console is reachable from elsewhere, whatever --host says
+    line = serve_fails("--dsn", dsn, "--public-url", "https://jobs.example.com", "--port", "1")
+    assert "--token-file" in line and "jobs.example.com" in line
     line = serve_fails("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
     assert "missing" in line
     env = {**os.environ, "JOBTUI_SERVE_TOKENS": "dave:0123456789abcdef, dave:fedcba9876543210"}

@@ -145,6 +145,14 @@ def cmd_serve(args: Args) -> int:
         )
     if args.public_url is not None and not args.public_url.startswith(("http://", "https://")):
         raise CliError(f"--public-url must start with http:// or https://, not {args.public_url!r}")
+    if args.public_url is not None and not tokens:
+        from urllib.parse import urlsplit
+
+        if not web.is_loopback(urlsplit(args.public_url).hostname or ""):
+            raise CliError(
+                f"--public-url {args.public_url}: a proxy makes the console reachable from other "
+                f"machines: give web users tokens with --token-file PATH or ${TOKENS_ENV}"
+            )
     if args.config is not None and not Path(args.config).is_file():
         raise CliError(f"--config {args.config}: no such file")
     dsn, schema = dsn_of(args), schema_of(args)
