@@ -15,6 +15,12 @@ shared console needs in front of it:
   audits its writes as `web:<name>`.
 - **One origin.** A websocket opened from another site's page is refused (403), so a page
   elsewhere cannot drive the console with the operator's cookie.
+- **This machine's names only, without tokens.** A token-less server answers only requests
+  addressed to a loopback name (`localhost`, 127.0.0.1, [::1]) or to --public-url's host: a
+  site whose name is made to resolve to 127.0.0.1 (DNS rebinding) is same-origin with itself,
+  so only the Host header tells its page from the operator's.
+- **No frames.** Every answer forbids other sites to frame it (X-Frame-Options, CSP
+  frame-ancestors): a page over the console could make the operator type into it.
 - **A cap on sessions.** Each session is a console process with its own database connection.
 
 Nothing secret reaches the browser: the page holds the websocket's address only, and each
@@ -139,8 +145,10 @@ class ConsoleServer(Server):
 
     def _token(self, secret: str) -> Token | None:
         found = None
+        # aiohttp decodes a header's bytes that are not UTF-8 as surrogates: keep them bytes
+        given = secret.encode("utf-8", "surrogateescape")
         for token in self.tokens:  # compare with every token: the time does not tell which
-            if hmac.compare_digest(token.secret.encode(), secret.encode()):
+            if hmac.compare_digest(token.secret.encode(), given):
                 found = token
         return found
 
@@ -183,6 +191,12 @@ class ConsoleServer(Server):
     ) -> web.StreamResponse:
         if request.path.startswith("/static/"):  # textual-serve's own scripts and fonts
             return await handler(request)
+        if not self._host_allowed(request):
+            return web.Response(
+                status=403,
+                text="jobtui serve: without tokens this console answers only to localhost, "
+                "127.0.0.1 or [::1] (or --public-url)\n",
+            )
         if self.tokens and "token" in request.query:
             return self._sign_in(request, request.query["token"])
         user = self.user_of(request)
@@ -191,9 +205,20 @@ class ConsoleServer(Server):
         request["web_user"] = user
         return await handler(request)
 
+    def _host_allowed(self, request: web.Request) -> bool:
+        """With tokens, any name reaching the server may ask (the token decides). Without, the
+        request must be addressed to this machine by a loopback name or to --public-url."""
+        if self.tokens:
+            return True
+        name = urlsplit(f"//{request.host}").hostname or ""
+        if self.given_public_url and name == urlsplit(self.given_public_url).hostname:
+            return True
+        return is_loopback(name)
+
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.middlewares.append(self.gate)
+        app.on_response_prepare.append(_not_framed)
         return app
 
     # --- pages and sessions --------------------------------------------------------------
@@ -273,6 +298,16 @@ class ConsoleServer(Server):
             await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"jobtui serve stopped")
 
 
+async def _not_framed(request: web.Request, response: web.StreamResponse) -> None:
+    """No other site may show the console in a frame: a page over it could trick the operator
+    into typing keys (clickjacking; a token-less console needs no cookie to be framed). And no
+    cache keeps the page: it is built from the request's Host and shown to signed-in users."""
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
+    if not request.path.startswith("/static/"):
+        response.headers["Cache-Control"] = "no-store"
+
+
 def _closer(websocket: web.WebSocketResponse) -> Callable[[], Awaitable[None]]:
     async def close() -> None:
         await websocket.close()
@@ -298,7 +333,8 @@ async def _relay(service: AppService, websocket: web.WebSocketResponse, data: st
         return
     kind, body = envelope[0], (envelope[1] if len(envelope) > 1 else None)
     if kind == "stdin" and isinstance(body, str):
-        await service.send_bytes(body.encode("utf-8"))
+        # JSON may hold a lone surrogate ("\ud800"), which UTF-8 cannot: it becomes "?"
+        await service.send_bytes(body.encode("utf-8", "replace"))
     elif kind == "resize" and isinstance(body, dict):
         width = _whole(str(body.get("width", "")), 80, 20, 500)
         height = _whole(str(body.get("height", "")), 24, 5, 300)

@@ -12,6 +12,7 @@ import http.client
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -151,6 +152,86 @@ def test_the_gate_refuses_pages_and_websockets_without_a_token(queue: str, token
         assert upgrade(url, {**good, "Origin": url}) == 101
 
 
+def page(url: str, headers: dict[str, str]) -> http.client.HTTPResponse:
+    """GET `url`/ with `headers` (Host among them, when given); the response, body read."""
+    conn = http.client.HTTPConnection(url.removeprefix("http://"), timeout=10)
+    try:
+        conn.request("GET", "/", headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response
+    finally:
+        conn.close()
+
+
+def page_status(url: str, headers: dict[str, str]) -> int:
+    return page(url, headers).status
+
+
+def raw_status(url: str, request: bytes) -> bytes:
+    """The status line the server answers `request` (raw bytes, whatever they hold) with."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(request)
+        return conn.makefile("rb").readline().strip()
+
+
+def test_a_token_that_is_not_utf8_is_refused_not_a_server_error(queue: str, tokens: Path) -> None:
+    with serving(queue, "--token-file", str(tokens)) as url:
+        for header in (b"Authorization: Bearer \xff\xfe-not-utf8", b"Cookie: jobtui_session=\xff"):
+            request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + header + b"\r\n\r\n"
+            assert raw_status(url, request) == b"HTTP/1.1 401 Unauthorized", header
+
+
+def test_a_keystroke_that_is_not_text_does_not_end_the_session(queue: str, tokens: Path) -> None:
+    """JSON can carry a lone surrogate, which UTF-8 cannot encode; the session goes on."""
+    import asyncio
+
+    import aiohttp
+
+    async def session(url: str) -> list[object]:
+        auth = {"Authorization": f"Bearer {secret(ALICE)}"}
+        async with (
+            aiohttp.ClientSession() as client,
+            client.ws_connect(f"{url}/ws", headers=auth) as ws,
+        ):
+            await ws.send_str('["stdin", "\\ud800"]')
+            await ws.send_str('["ping", "still-there"]')
+            while True:
+                message = await asyncio.wait_for(ws.receive(), 20)
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    return list(message.json())
+                if message.type != aiohttp.WSMsgType.BINARY:
+                    return [message.type]
+
+    with serving(queue, "--token-file", str(tokens)) as url:
+        assert asyncio.run(session(url)) == ["pong", "still-there"]
+
+
+def test_no_other_site_may_frame_the_console(queue: str) -> None:
+    """Clickjacking: a page over a framed console could make the operator type into it."""
+    with serving(queue) as url:
+        answer = page(url, {})
+        assert answer.status == 200
+        assert answer.getheader("X-Frame-Options") == "DENY"
+        assert "frame-ancestors 'none'" in (answer.getheader("Content-Security-Policy") or "")
+        assert answer.getheader("Cache-Control") == "no-store"  # built from the Host header
+
+
+def test_without_tokens_a_page_of_another_name_gets_no_console(queue: str) -> None:
+    """DNS rebinding: a site whose name resolves to 127.0.0.1 is same-origin with itself, so
+    its page could open the token-less console; only the Host header gives it away."""
+    with serving(queue) as url:
+        port = url.rsplit(":", 1)[1]
+        evil = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+        assert page_status(url, {"Host": evil["Host"]}) == 403
+        assert upgrade(url, evil) == 403
+        for name in ("localhost", "127.0.0.1", "[::1]"):
+            here = {"Host": f"{name}:{port}", "Origin": f"http://{name}:{port}"}
+            assert page_status(url, {"Host": here["Host"]}) == 200
+            assert upgrade(url, here) == 101
+
+
 @needs_browser
 def test_read_only_refuses_a_write_and_the_database_is_unchanged(
     queue: str, tokens: Path, browser: object
@@ -170,6 +251,27 @@ def test_read_only_refuses_a_write_and_the_database_is_unchanged(
 
 
 @needs_browser
+def test_saving_a_copy_downloads_it_and_writes_nothing_on_the_server(
+    queue: str, tokens: Path, browser: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Y` saves a payload to a file: on the server that would be a write of a read-only
+    session, in a folder the web user cannot read; the browser gets it instead."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))  # the sessions' state folder
+    with serving(queue, "--token-file", str(tokens)) as url:
+        open_console(browser, url, ALICE)
+        press(browser, "2")
+        wait_screen(browser, lambda t: re.search(rf"\b1\s+{KIND}\s+ready", t), "the Jobs tab")
+        time.sleep(0.5)  # the rows are drawn; let the cursor land on the first
+        press(browser, "Y")
+        wait_screen(browser, lambda t: "Download?" in t, "the choice of what to download", 10)
+        press(browser, "2")  # the payload
+        notice = wait_screen(browser, lambda t: "to your browser as the" in t, "the notice", 10)
+        assert re.search(r"download\s+job-7-payload-\d{8}-\d{6}\.txt", notice)
+    assert not state.exists() or not any(state.rglob("*.txt"))
+
+
+@needs_browser
 def test_with_allow_writes_a_write_is_audited_with_the_token_name(
     queue: str, tokens: Path, browser: object
 ) -> None:
@@ -181,6 +283,45 @@ def test_with_allow_writes_a_write_is_audited_with_the_token_name(
         press(browser, "1")
         wait_screen(browser, lambda t: f"Paused kind {KIND}" in t, "the notice", 10)
     assert audit_and_pauses(queue) == ([("web:bob", "pause_kind")], [(KIND, "web:bob")])
+
+
+async def test_the_database_tabs_actions_are_audited_as_the_web_user(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """A browser session's console acts as web:NAME in every tab, the Database tab's signals
+    too; and a confirmation answered after the console went read-only does nothing."""
+    from test_dbhealth import audit_rows, churn, open_blocker
+    from test_tui_console import config, notifications, until
+    from test_tui_database import SMALL, blocker_text, open_database_tab
+
+    from jobtui import ops
+    from jobtui.tui.app import JobtuiApp
+    from jobtui.tui.screens.confirm import ConfirmScreen
+
+    blocker = open_blocker(dsn)
+    pid = blocker.info.backend_pid
+    try:
+        churn(conn, 120)
+        app = JobtuiApp(dsn, "public", config=config(), actor=ops.Actor.web("carol"))
+        async with app.run_test(size=SMALL) as pilot:
+            await open_database_tab(app, pilot)
+            await until(pilot, lambda: f"pid {pid}" in blocker_text(app))
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            app.read_only_why = "the database refused a write"  # while the dialog was open
+            await pilot.press("1")
+            await until(pilot, lambda: "Read-only: nothing was done" in str(notifications(app)))
+            blocker.execute("SELECT 1")  # still there
+            assert audit_rows(conn) == []
+            app.read_only_why = None
+            await pilot.press("K")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("1")
+            await until(pilot, lambda: f"terminated backend {pid}" in str(notifications(app)))
+        rows = audit_rows(conn)
+        assert [(r[0], r[3]) for r in rows] == [("terminate_backend", "web:carol")]
+    finally:
+        blocker.close()
 
 
 @needs_browser
@@ -209,10 +350,27 @@ def test_no_secret_reaches_the_browser_or_a_command_line(
         page = browser.page_source  # type: ignore[attr-defined]
         cookies = str(browser.get_cookies())  # type: ignore[attr-defined]
         commands = command_lines()
+        ours = [env.split(b"\0") for env in consoles_environments() if password.encode() in env]
     assert any("--web-user alice" in c for c in commands), "the session's console was not seen"
+    # the password reaches the session's libpq as $PGPASSWORD, never in a string of the
+    # console's (whose crash report, with every frame's locals, goes to serve's output)
+    assert len(ours) == 1 and f"PGPASSWORD={password}".encode() in ours[0]
+    assert [v for v in ours[0] if password.encode() in v] == [f"PGPASSWORD={password}".encode()]
     for leak in (password, secret(ALICE), secret(BOB)):
         assert leak not in text and leak not in page and leak not in cookies
         assert not [c for c in commands if leak in c]
+
+
+def consoles_environments() -> list[bytes]:
+    """The environments of the browser sessions' consoles on this machine."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if b"--web-user" in (proc / "cmdline").read_bytes():
+                found.append((proc / "environ").read_bytes())
+        except OSError:
+            continue  # it ended
+    return found
 
 
 def sessions_of(dsn: str) -> list[int]:
@@ -289,6 +447,9 @@ def test_binding_beyond_loopback_needs_tokens(dsn: str, tmp_path: Path) -> None:
     weak.write_text("carol:short\n")
     line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", "--token-file", str(weak))
     assert "at least 16 characters" in line and "line 1" in line
+    # behind a reverse proxy the console is reachable from elsewhere, whatever --host says
+    line = serve_fails("--dsn", dsn, "--public-url", "https://jobs.example.com", "--port", "1")
+    assert "--token-file" in line and "jobs.example.com" in line
     line = serve_fails("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
     assert "missing" in line
     env = {**os.environ, "JOBTUI_SERVE_TOKENS": "dave:0123456789abcdef, dave:fedcba9876543210"}

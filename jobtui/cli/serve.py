@@ -145,14 +145,21 @@ def cmd_serve(args: Args) -> int:
         )
     if args.public_url is not None and not args.public_url.startswith(("http://", "https://")):
         raise CliError(f"--public-url must start with http:// or https://, not {args.public_url!r}")
+    if args.public_url is not None and not tokens:
+        from urllib.parse import urlsplit
+
+        if not web.is_loopback(urlsplit(args.public_url).hostname or ""):
+            raise CliError(
+                f"--public-url {args.public_url}: a proxy makes the console reachable from other "
+                f"machines: give web users tokens with --token-file PATH or ${TOKENS_ENV}"
+            )
     if args.config is not None and not Path(args.config).is_file():
         raise CliError(f"--config {args.config}: no such file")
     dsn, schema = dsn_of(args), schema_of(args)
     with connect(dsn) as conn:  # one clear line now rather than a dead page per session
         check_schema(conn, schema)
     # Each session's console inherits this process's environment (textual-serve copies it).
-    if getattr(args, "dsn", None) is not None:
-        os.environ["JOBTUI_DSN"] = dsn
+    _session_dsn(dsn)
     os.environ["JOBTUI_SCHEMA"] = schema
     os.environ.pop(TOKENS_ENV, None)  # the sessions need no secrets of the web server
     mode = "read-write, audited as web:NAME" if args.allow_writes else "read-only"
@@ -169,6 +176,22 @@ def cmd_serve(args: Args) -> int:
     )
     server.serve()
     return 0
+
+
+def _session_dsn(dsn: str) -> None:
+    """Give the sessions `dsn` in their environment, its password apart in $PGPASSWORD (libpq
+    reads it there): no string in a console then holds the password, and a console's crash
+    report, which Textual prints with each frame's locals into serve's output, cannot show it."""
+    from psycopg import conninfo
+
+    params = conninfo.conninfo_to_dict(dsn) if dsn else {}
+    password = params.pop("password", None)
+    if password is not None:
+        os.environ["PGPASSWORD"] = str(password)
+        os.environ.pop("DATABASE_URL", None)  # JOBTUI_DSN, without it, comes first anyway
+        dsn = conninfo.make_conninfo("", **params)
+    if dsn:
+        os.environ["JOBTUI_DSN"] = dsn
 
 
 def _url_host(host: str) -> str:

@@ -16,6 +16,7 @@ a terminal cannot inject escape sequences.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -109,12 +110,17 @@ def _tmux_set_clipboard(env: dict[str, str]) -> str | None:
     return done.stdout.strip() or None
 
 
+def file_name(clip: Clip) -> str:
+    """A time-stamped file name for `clip`, safe on any file system."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', clip.slug)}-{stamp}.txt"
+
+
 def save(clip: Clip, directory: Path | None = None) -> Path:
     """Write `clip` to a new private file in `directory` (jobtui's clipboard folder)."""
     folder = directory or state_dir() / "clipboard"
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', clip.slug)}-{stamp}.txt"
+    path = folder / file_name(clip)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(clip.text + "\n")
@@ -130,6 +136,13 @@ class Clipboard:
 
     def copy(self, clip: Clip, *, to_file: bool = False) -> str:
         """Send `clip` through OSC 52 (or save it, when asked or when OSC 52 cannot work)."""
+        if self.app.is_web:  # a file would be on the server, out of the browser user's reach
+            if to_file:
+                name = file_name(clip)
+                self.app.deliver_text(io.StringIO(clip.text + "\n"), save_filename=name)
+                return f"Sent the {clip.name} to your browser as the download {name}"
+            self.app.copy_to_clipboard(clip.text)
+            return f"Sent the {clip.name} to the browser's clipboard. Not there? Y downloads it."
         if not to_file:
             blocked = osc52_blocked()
             if blocked is None:

@@ -16,6 +16,7 @@ from textual.binding import Binding
 from textual.dom import DOMNode
 from textual.message import Message
 
+from jobtui import ops
 from jobtui.console_config import ConsoleConfig
 from jobtui.tui.actions import ActionSpec
 from jobtui.tui.connection import Link
@@ -28,6 +29,7 @@ class Host(Protocol):
 
     link: Link
     config: ConsoleConfig
+    actor: ops.Actor  # who the audit log names for this console's writes (web:NAME in serve)
     refresh_s: float
     refresh_paused: bool
 

@@ -360,7 +360,7 @@ class DatabasePane(Pane):
                 b.pid,
                 b.backend_start,
                 terminate=terminate,
-                os_user=ops.Actor.current().os_user,
+                os_user=self.console.actor.os_user,
                 why="holding back vacuum",
                 done=lambda outcome: outcome.describe(),
             )
@@ -386,7 +386,7 @@ class DatabasePane(Pane):
             b.name,
             b.xid,
             commit=choice == "commit",
-            actor=ops.Actor.current(),
+            actor=self.console.actor,
             done=lambda ended: (
                 f"{verb} {b.label()}"
                 if ended
@@ -408,7 +408,7 @@ class DatabasePane(Pane):
                 ops.drop_slot,
                 b.name,
                 b.slot_type,
-                actor=ops.Actor.current(),
+                actor=self.console.actor,
                 done=lambda dropped: (
                     f"dropped {b.label()}"
                     if dropped
@@ -423,6 +423,12 @@ class DatabasePane(Pane):
 
     async def _act(self, fn: Any, *args: Any, done: Callable[[Any], str], **kwargs: Any) -> None:
         """Run one audited action; its outcome or the refusal in one line, never a traceback."""
+        reason = self.console.read_only_reason
+        if reason is not None:  # the keys and palette entries are gone then; never act anyway
+            self.notify(
+                clean(f"Read-only: nothing was done ({reason})."), severity="warning", markup=False
+            )
+            return
         try:
             outcome = await self.console.link.run(fn, *args, **kwargs)
         except (backends.SignalRefused, ops.Refused) as exc:

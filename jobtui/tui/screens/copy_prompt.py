@@ -48,12 +48,17 @@ class CopyFlow:
         await self._ask(clips_of(row), to_file)
 
     async def _ask(self, clips: list[Clip], to_file: bool) -> None:
-        verb = "Save to a file" if to_file else "Copy to the clipboard"
         choices = [Choice(str(i), clip.name) for i, clip in enumerate(clips)]
-        if to_file:
+        if to_file and self.app.is_web:  # `jobtui serve`: the browser gets the file
+            verb, body = (
+                "Download",
+                Text("Your browser downloads it; nothing is kept on the server."),
+            )
+        elif to_file:
             where = clean(str(self.clipboard.directory or state_dir() / "clipboard"))
-            body = Text(f"Saved as a private file (0600) in {where}")
+            verb, body = "Save to a file", Text(f"Saved as a private file (0600) in {where}")
         else:
+            verb = "Copy to the clipboard"
             body = Text("Sent through the terminal (OSC 52), which does not confirm it.")
         picked = await self.app.push_screen_wait(ConfirmScreen(f"{verb}?", body, choices))
         if picked is None:
