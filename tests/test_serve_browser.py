@@ -452,6 +452,9 @@ def test_binding_beyond_loopback_needs_tokens(dsn: str, tmp_path: Path) -> None:
     assert "--token-file" in line and "jobs.example.com" in line
     line = serve_fails("--dsn", dsn, "--token-file", str(tmp_path / "missing"))
     assert "missing" in line
+    # writes name their web user: without tokens there is no one to name, even on loopback
+    line = serve_fails("--dsn", dsn, "--allow-writes", "--port", "1")
+    assert "--allow-writes needs tokens" in line
     env = {**os.environ, "JOBTUI_SERVE_TOKENS": "dave:0123456789abcdef, dave:fedcba9876543210"}
     line = serve_fails("--dsn", dsn, "--host", "0.0.0.0", env=env)
     assert "$JOBTUI_SERVE_TOKENS" in line and "given twice" in line

@@ -143,6 +143,12 @@ def cmd_serve(args: Args) -> int:
             f"--host {args.host} is reachable from other machines: give web users tokens with "
             f"--token-file PATH (NAME:SECRET lines) or ${TOKENS_ENV}"
         )
+    if args.allow_writes and not tokens:
+        # Without tokens every local user reaches the console, and a write could name no one.
+        raise CliError(
+            "--allow-writes needs tokens, so that each write names its web user: give them "
+            f"with --token-file PATH (NAME:SECRET lines) or ${TOKENS_ENV}"
+        )
     if args.public_url is not None and not args.public_url.startswith(("http://", "https://")):
         raise CliError(f"--public-url must start with http:// or https://, not {args.public_url!r}")
     if args.public_url is not None and not tokens:
