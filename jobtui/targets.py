@@ -167,6 +167,31 @@ def select(
     return chosen
 
 
+_URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/@:]*:([^/@]+)@")
+_KV_PASSWORD = re.compile(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)")
+
+
+def redact(text: str, dsn: str) -> str:
+    """`text` (an error about `dsn`) without the DSN's password. libpq quotes a malformed
+    connection string whole in its error ("... in URI: "postgresql://u:secret@[::1/db""), and
+    a target's error is printed by `stats`, `check` and the targets overview."""
+    secrets: set[str] = set()
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = conninfo_to_dict(dsn).get("password")
+        if isinstance(password, str):
+            secrets.add(password)
+    except Exception:  # noqa: BLE001 - a malformed DSN: the patterns below still find it
+        pass
+    for pattern in (_URI_PASSWORD, _KV_PASSWORD):
+        secrets.update(m.group(1) for m in pattern.finditer(dsn))
+    secrets |= {s.strip("'") for s in secrets}
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def describe(target: Target) -> dict[str, Any]:
     """A target as JSON (never its DSN, which may hold a password)."""
     return {"label": target.title, "danger": target.danger}

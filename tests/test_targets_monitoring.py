@@ -221,3 +221,21 @@ def test_console_over_targets_refuses_deep_links_and_needs_a_terminal(
     assert_one_error(
         run_cli("--config", str(config), "--all-targets", "console"), 1, "needs a terminal"
     )
+
+
+def test_a_malformed_dsn_never_prints_its_password(dsn: str, tmp_path: Path) -> None:
+    """libpq quotes a malformed URI whole in its error: the password must not follow it into
+    `stats` (text, JSON, Prometheus, stderr) or `check`."""
+    config = write_config(
+        tmp_path / "config.toml",
+        {
+            "eu": {"dsn": dsn},
+            "v6": {"dsn": "postgresql://ops:Sekr1tPw@[::1/app"},
+            "kv": {"dsn": "host=127.0.0.1 password='Sekr1tKv dbname=app"},
+        },
+    )
+    for args in (["stats"], ["stats", "--json"], ["stats", "--prometheus"], ["check"]):
+        proc = run_cli(*args, "--all-targets", "--config", str(config))
+        assert proc.returncode in (1, 3), proc.stderr
+        assert "in URI" in proc.stdout + proc.stderr or args == ["stats", "--prometheus"]
+        assert "Sekr1t" not in proc.stdout + proc.stderr, args

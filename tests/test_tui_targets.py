@@ -222,3 +222,10 @@ def test_the_real_console_goes_from_the_overview_to_a_target_and_back(
             with contextlib.suppress(ScenarioSkipped):
                 console.read_for(0.2)
         assert console.proc.returncode == 0
+
+
+async def test_a_malformed_dsn_never_shows_its_password_in_the_overview() -> None:
+    w = Watch(Target("v6", "postgresql://ops:Sekr1tPw@[::1/app", timeout_s=0.5), "public")
+    row = await w.poll(config())
+    assert row.state == DOWN and row.error and "in URI" in row.error
+    assert "Sekr1tPw" not in row.error

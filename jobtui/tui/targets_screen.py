@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -40,7 +40,7 @@ from jobtui.db import describe_error
 from jobtui.inert import inert
 from jobtui.metrics import snapshot
 from jobtui.models import Snapshot
-from jobtui.targets import Target
+from jobtui.targets import Target, redact
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.texts import coarse_age, same
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -157,6 +157,8 @@ class Watch:
             row = Row(state=SLOW, error=f"no answer in {t.connect_timeout_s + t.timeout_s:g} s")
         except Exception as exc:  # noqa: BLE001 - any failure is this target's row, never a crash
             row = Row(state=DOWN if not self.link.up else SLOW, error=describe_error(exc))
+        if row.error is not None:  # libpq may quote a malformed DSN whole, password and all
+            row = replace(row, error=redact(row.error, t.dsn))
         self.polls += 1
         self.row = row
         return row
