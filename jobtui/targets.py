@@ -192,6 +192,20 @@ def redact(text: str, dsn: str) -> str:
     return text
 
 
+def badge_style(colour: str | None) -> str:
+    """The style of a target's name on screen: reversed, so it reads as a badge even with
+    NO_COLOR; with a colour, that colour is the badge's background and the text black or
+    white, whichever stands out from it (a dark colour such as "black" or "grey3" as the
+    text's colour would vanish into a dark theme)."""
+    if not colour:
+        return "bold reverse"
+    from rich.color import Color
+
+    r, g, b = Color.parse(colour).get_truecolor()
+    text = "black" if (0.299 * r + 0.587 * g + 0.114 * b) / 255 > 0.5 else "white"
+    return f"bold reverse {colour} on {text}"  # reversed: {colour} is what fills the badge
+
+
 def describe(target: Target) -> dict[str, Any]:
     """A target as JSON (never its DSN, which may hold a password)."""
     return {"label": target.title, "danger": target.danger}

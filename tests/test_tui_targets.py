@@ -27,7 +27,7 @@ from jobtui.enqueue import enqueue
 from jobtui.targets import Target
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
-from jobtui.tui.targets_screen import DOWN, NEXT, OK, SLOW, WARN, TargetsApp, Watch
+from jobtui.tui.targets_screen import DOWN, NEXT, OK, SLOW, WARN, Row, TargetsApp, Watch, cells
 from jobtui.tui.widgets.status import StatusBar
 
 
@@ -229,3 +229,36 @@ async def test_a_malformed_dsn_never_shows_its_password_in_the_overview() -> Non
     row = await w.poll(config())
     assert row.state == DOWN and row.error and "in URI" in row.error
     assert "Sekr1tPw" not in row.error
+
+
+async def test_a_dark_colour_still_shows_the_targets_name(dsn: str) -> None:
+    """colour = "black" (rich accepts it): the name is drawn black-on-dark nowhere, in the
+    overview and in the target's header, but as a badge with a text colour that stands out."""
+    from rich.color import Color
+
+    def contrast(style: object) -> float:
+        from rich.style import Style
+
+        assert isinstance(style, Style)
+        fg, bg = style.color, style.bgcolor
+        assert fg is not None and bg is not None  # both set: no theme colour to vanish into
+        if style.reverse:
+            fg, bg = bg, fg
+        lum = [
+            (0.299 * r + 0.587 * g + 0.114 * b) / 255
+            for r, g, b in (c.get_truecolor() for c in (fg, bg))
+        ]
+        return abs(lum[0] - lum[1])
+
+    target = Target("b", dsn, label="Beta", colour="black")
+    name = cells(target, Row())[0]
+    (span,) = name.spans or [None]
+    style = name.style if span is None else span.style
+    from rich.style import Style
+
+    assert contrast(Style.parse(str(style))) > 0.5
+    from jobtui.tui.app import target_badge
+
+    (_text, badge), _space = target_badge(target)
+    assert contrast(Style.parse(badge)) > 0.5
+    assert Color.parse("black")  # rich accepts it: the config file does too

@@ -48,7 +48,7 @@ from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
-from jobtui.targets import Target  # issue 28: a target's console
+from jobtui.targets import Target, badge_style  # issue 28: a target's console
 from jobtui.tui.collector import Collector
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
@@ -791,7 +791,7 @@ def target_badge(target: Target | None) -> list[Any]:
     """The header's name of the target on screen, in its colour, marked when dangerous."""
     if target is None:
         return []
-    style = f"bold reverse {target.colour or ''}".strip()
+    style = badge_style(target.colour)  # readable whatever the colour (a dark one too)
     mark = " ⚠ DANGER" if target.danger else ""
     return [(f" {clean(target.title)}{mark} ", style), " "]
 

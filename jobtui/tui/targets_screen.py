@@ -40,7 +40,7 @@ from jobtui.db import describe_error
 from jobtui.inert import inert
 from jobtui.metrics import snapshot
 from jobtui.models import Snapshot
-from jobtui.targets import Target, redact
+from jobtui.targets import Target, badge_style, redact
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.texts import coarse_age, same
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
@@ -109,7 +109,10 @@ STATE_STYLE = {OK: "green", WARN: "bold yellow", CRIT: "bold red", DOWN: "bold r
 
 def cells(target: Target, row: Row) -> list[Text]:
     """The row's cells, inert (a label or an error may hold anything)."""
-    name = inert(target.title, style=f"bold {target.colour or ''}".strip())
+    if target.colour:  # a badge: readable whatever the colour, a dark one too
+        name = inert(target.title, style=badge_style(target.colour))
+    else:
+        name = inert(target.title, style="bold")
     if target.danger:
         name.append(" ⚠", style="bold red")
     alerts_text = "–" if row.state in (DOWN, SLOW, WAIT) else str(row.firing)
