@@ -262,3 +262,19 @@ async def test_a_dark_colour_still_shows_the_targets_name(dsn: str) -> None:
     (_text, badge), _space = target_badge(target)
     assert contrast(Style.parse(badge)) > 0.5
     assert Color.parse("black")  # rich accepts it: the config file does too
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 20)])
+async def test_the_header_marks_a_danger_target_even_with_a_long_label_on_a_small_screen(
+    dsn: str, size: tuple[int, int]
+) -> None:
+    from test_tui_layout import screen_lines
+
+    label = "Production EU West Frankfurt Primary DB1"  # 40 characters, the most allowed
+    target = Target("eu", dsn, label=label, danger=True, colour="grey3")
+    app = JobtuiApp(dsn, "public", config=config(), target=target)
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        await pilot.pause()
+        first = screen_lines(app)[0]
+        assert "Production EU" in first and "⚠ DANGER" in first, first

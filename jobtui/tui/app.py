@@ -787,13 +787,19 @@ class JobtuiApp(App[int]):
 # --- targets (issue 28) -------------------------------------------------------------------
 
 
+BADGE_TITLE = 24  # a target's label in the header, at most (labels may have 40)
+
+
 def target_badge(target: Target | None) -> list[Any]:
     """The header's name of the target on screen, in its colour, marked when dangerous."""
     if target is None:
         return []
     style = badge_style(target.colour)  # readable whatever the colour (a dark one too)
     mark = " ⚠ DANGER" if target.danger else ""
-    return [(f" {clean(target.title)}{mark} ", style), " "]
+    title = clean(target.title)
+    if len(title) > BADGE_TITLE:  # the mark must fit at 60 columns; the banner has it whole
+        title = title[: BADGE_TITLE - 1] + "…"
+    return [(f" {title}{mark} ", style), " "]
 
 
 def _target_check_action(app: JobtuiApp, action: str) -> bool | None:
