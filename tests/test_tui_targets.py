@@ -278,3 +278,24 @@ async def test_the_header_marks_a_danger_target_even_with_a_long_label_on_a_smal
         await pilot.pause()
         first = screen_lines(app)[0]
         assert "Production EU" in first and "⚠ DANGER" in first, first
+
+
+async def test_a_label_with_markup_is_shown_as_written_in_the_confirmations_border(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """The confirmation's border names the target too: `[on red]` in a label is text there,
+    not markup that restyles it or, as `[b]x[/]`, eats part of the name."""
+    from test_tui_layout import screen_lines
+
+    (dead_id,) = add_dead(conn, "export", "E: boom")
+    target = Target("eu", dsn, label="[b]EU[/b] prod", danger=True)
+    app = JobtuiApp(dsn, "public", config=config(), target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        await pilot.press("3")
+        await until(pilot, lambda: str(dead_id) in rendered(app.query_one("#dead-rows")))
+        await pilot.press("tab", "r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.pause()
+        borders = [line for line in screen_lines(app) if "on target" in line]
+        assert len(borders) == 2 and all("[b]EU[/b] prod ⚠ DANGER" in b for b in borders), borders
