@@ -299,3 +299,34 @@ async def test_a_label_with_markup_is_shown_as_written_in_the_confirmations_bord
         await pilot.pause()
         borders = [line for line in screen_lines(app) if "on target" in line]
         assert len(borders) == 2 and all("[b]EU[/b] prod ⚠ DANGER" in b for b in borders), borders
+
+
+async def test_next_in_trouble_does_not_jump_once_the_operator_moved_the_cursor(
+    dsn: str,
+) -> None:
+    """`!` in a target's console comes back here and opens the next target in trouble once
+    every target was read; moving the cursor meanwhile is the operator's choice: no jump
+    to a console they did not pick (one target here is slow to read, so there is time)."""
+    import asyncio
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        targets = [
+            Target("eu", dsn),
+            Target("gone", closed_port_dsn(), timeout_s=0.5),
+            Target("mute", f"postgresql://x@127.0.0.1:{port}/db", timeout_s=0.5),
+        ]
+        app = TargetsApp(targets, "public", config=config(), cursor="eu", after="eu")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down", "down")  # the operator picks mute, not yet read
+            assert app.cursor_key == "mute"
+            await until(pilot, lambda: all(w.polls for w in app.watches.values()), 15)
+            await asyncio.sleep(0.3)
+            await pilot.pause()
+            assert app.is_running and app.return_value is None
+    finally:
+        server.close()

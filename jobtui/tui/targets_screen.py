@@ -244,6 +244,8 @@ class TargetsApp(App[str | None]):
         self._dirty.add(w.target.key)
         if self.after is not None and all(x.polls for x in self.watches.values()):
             after, self.after = self.after, None
+            if self.cursor_key != after:
+                return  # the operator moved the cursor meanwhile: their choice, not a jump
             found = self._trouble_after(after)
             if found is not None:
                 self.exit(found)
