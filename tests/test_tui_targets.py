@@ -330,3 +330,19 @@ async def test_next_in_trouble_does_not_jump_once_the_operator_moved_the_cursor(
             assert app.is_running and app.return_value is None
     finally:
         server.close()
+
+
+async def test_a_targets_console_never_shows_a_malformed_dsns_password() -> None:
+    """Opened from the overview on a target whose DSN libpq cannot parse: its DATABASE
+    UNREACHABLE line quotes the URI, without the password."""
+    bad = "postgresql://ops:Sekr1tPw@[::1/app"
+    app = JobtuiApp(bad, "public", config=config(), target=Target("v6", bad))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.db_error is not None)
+        await pilot.pause()
+        assert app.db_error is not None and "in URI" in app.db_error
+        assert "Sekr1tPw" not in app.db_error
+        from test_tui_layout import screen_lines
+
+        screen = "\n".join(screen_lines(app))
+        assert "UNREACHABLE" in screen and "Sekr1tPw" not in screen

@@ -48,7 +48,7 @@ from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
-from jobtui.targets import Target, badge_style  # issue 28: a target's console
+from jobtui.targets import Target, badge_style, redact  # issue 28: a target's console
 from jobtui.tui.collector import Collector
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
@@ -510,7 +510,7 @@ class JobtuiApp(App[int]):
         self._render_status()
 
     def _set_down(self, message: str) -> None:
-        self.db_error = message
+        self.db_error = redact(message, self.link.dsn)  # libpq may quote a bad DSN whole
         self.query_one("#tabs").add_class("-stale")
 
     def _set_up(self) -> None:
@@ -758,7 +758,7 @@ class JobtuiApp(App[int]):
         if isinstance(exc, pgerrors.InsufficientPrivilege):
             self._go_read_only("the database refused a write (insufficient privilege)")
         text = exc.message if isinstance(exc, LinkDown) else describe_error(exc)
-        self.notify(clean(text), severity="error", markup=False, timeout=8)
+        self.notify(clean(redact(text, self.link.dsn)), severity="error", markup=False, timeout=8)
 
     # --- command palette -----------------------------------------------------------------
 
