@@ -239,3 +239,19 @@ def test_a_malformed_dsn_never_prints_its_password(dsn: str, tmp_path: Path) -> 
         assert proc.returncode in (1, 3), proc.stderr
         assert "in URI" in proc.stdout + proc.stderr or args == ["stats", "--prometheus"]
         assert "Sekr1t" not in proc.stdout + proc.stderr, args
+
+
+def test_check_with_a_target_of_more_problems_than_fit(dsn: str, tmp_path: Path) -> None:
+    """More problem lines than a plugin's output holds in one target (101 kinds, no worker):
+    its own `… and N more` line, named by target, not UNKNOWN from an IndexError."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "INSERT INTO jobs (kind, payload) SELECT 'k' || g, '{}' FROM generate_series(1, 101) g"
+        )
+    config = write_config(tmp_path / "config.toml", {"eu": {"dsn": dsn}})
+    proc = run_cli("check", "--all-targets", "--config", str(config))
+    assert proc.returncode == 1, proc.stdout
+    first, *details = proc.stdout.splitlines()
+    assert first.startswith("JOBTUI WARNING - 1 of 1 targets with problems; worst eu:")
+    assert details[0].startswith("WARNING: eu: k")
+    assert details[-1].startswith("… and "), details[-3:]  # the lines over the cap, counted
