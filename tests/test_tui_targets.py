@@ -346,3 +346,23 @@ async def test_a_targets_console_never_shows_a_malformed_dsns_password() -> None
 
         screen = "\n".join(screen_lines(app))
         assert "UNREACHABLE" in screen and "Sekr1tPw" not in screen
+
+
+@pytest.mark.parametrize(
+    ("env", "danger", "shown", "red"),
+    [
+        ("staging", True, "EU PROD · STAGING", True),  # a global env never hides the danger
+        ("production", False, "EU PROD · PRODUCTION", True),  # nor the env's own pattern
+        (None, False, "EU PROD", False),
+    ],
+)
+async def test_the_banner_names_the_target_and_stays_red_under_a_global_env(
+    dsn: str, env: str | None, danger: bool, shown: str, red: bool
+) -> None:
+    target = Target("eu", dsn, label="EU prod", danger=danger)
+    app = JobtuiApp(dsn, "public", config=config(), env=env, target=target)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        banner = app.query_one("#env-banner")
+        assert shown in rendered(banner)
+        assert banner.has_class("-danger") is red

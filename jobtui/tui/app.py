@@ -213,9 +213,13 @@ class JobtuiApp(App[int]):
         # environment banner and every confirmation; `leave` says where to go on exit ---
         self.target = target
         self.leave: str | None = None
-        if target is not None and not (env and env.strip()):
-            env = target.title
-            env_danger_pattern = "*" if target.danger else ""
+        if target is not None:  # the banner names the target, red when either says danger
+            given = env.strip() if env and env.strip() else None
+            danger = target.danger or (
+                given is not None and env_is_dangerous(given, env_danger_pattern)
+            )
+            env = target.title if given is None else f"{target.title} · {given}"
+            env_danger_pattern = "*" if danger else ""
         # --- end targets ---
         if self.console.color_system in SIXTEEN_COLOURS and not self.no_color:
             # The theme's hex colours fold onto the 16 ANSI ones badly: orange (warning,
