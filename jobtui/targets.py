@@ -90,7 +90,19 @@ def parse_targets(table: object, where: str = "config") -> dict[str, Target]:
             danger=_flag(at, body.get("danger", False)),
             timeout_s=_timeout(at, body.get("timeout")),
         )
+        twin = next(
+            (t for t in out.values() if t.name != name and same_title(t, out[str(name)])), None
+        )
+        if twin is not None:  # a write's confirmation names the target by its title
+            raise TargetError(
+                f"{at}: shows as {out[str(name)].title!r} on screen, as [targets.{twin.name}] "
+                "does: give each target a label of its own"
+            )
     return out
+
+
+def same_title(a: Target, b: Target) -> bool:
+    return a.title.casefold() == b.title.casefold()
 
 
 def _schema(at: str, value: object) -> str | None:

@@ -86,6 +86,9 @@ def test_config_declares_targets_and_refuses_bad_ones() -> None:
         ({"eu": {"dsn": "x", "schema": "a-b"}}, "schema must be"),
         ({"eu": {"dsn": "x", "password": "p"}}, "unknown key(s) password"),
         ({"e u": {"dsn": "x"}}, "a target name is"),
+        # Two targets that look the same on screen: a confirmation could not tell them apart.
+        ({"eu": {"dsn": "x", "label": "Prod"}, "us": {"dsn": "y", "label": "prod"}}, "its own"),
+        ({"eu": {"dsn": "x"}, "us": {"dsn": "y", "label": "eu"}}, "shows as 'eu'"),
     ]:
         with pytest.raises(ConfigError, match="targets") as info:
             parse_console_config({"targets": bad})
