@@ -366,3 +366,42 @@ async def test_the_banner_names_the_target_and_stays_red_under_a_global_env(
         banner = app.query_one("#env-banner")
         assert shown in rendered(banner)
         assert banner.has_class("-danger") is red
+
+
+async def test_a_target_not_migrated_or_without_privilege_says_so_and_is_not_slow(
+    pg_server_dsn: str, dsn: str, second_dsn: str
+) -> None:
+    """Reachable but unreadable targets: ERROR with the line `stats` gives ("run `jobtui
+    migrate` first"), or the privilege refused, not SLOW (which is a read past its timeout)."""
+    from jobtui.tui.targets_screen import ERROR
+
+    with psycopg.connect(second_dsn, autocommit=True) as c:
+        c.execute("DROP SCHEMA public CASCADE")
+        c.execute("CREATE SCHEMA public")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE ROLE jobtui_noread_t LOGIN")
+    try:
+        nopriv = conninfo.make_conninfo(dsn, user="jobtui_noread_t")
+        targets = [
+            Target("eu", dsn),
+            Target("bare", second_dsn),
+            Target("other", dsn, schema="nosuch"),
+            Target("nopriv", nopriv),
+        ]
+        app = TargetsApp(targets, "public", config=config())
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: all(w.polls for w in app.watches.values()), 15)
+            await pilot.pause(0.7)
+            rows = _rows(app)
+            assert rows["eu"][1] == OK
+            assert rows["bare"][1] == ERROR and "run `jobtui migrate` first" in rows["bare"][7]
+            assert rows["other"][1] == ERROR and "'nosuch'" in rows["other"][7]
+            assert rows["nopriv"][1] == ERROR and "permission denied" in rows["nopriv"][7]
+            assert "4 targets" in rendered(app.query_one("#targets-head"))
+    finally:
+        with psycopg.connect(pg_server_dsn, autocommit=True) as c:
+            c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s",
+                ("jobtui_noread_t",),
+            )
+            c.execute("DROP ROLE IF EXISTS jobtui_noread_t")
