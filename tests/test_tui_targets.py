@@ -405,3 +405,24 @@ async def test_a_target_not_migrated_or_without_privilege_says_so_and_is_not_slo
                 ("jobtui_noread_t",),
             )
             c.execute("DROP ROLE IF EXISTS jobtui_noread_t")
+
+
+async def test_the_note_line_says_why_the_target_under_the_cursor_is_down_at_60x20(
+    dsn: str,
+) -> None:
+    """At 60 columns the note column is gone: the line under the table gives the error of
+    the target under the cursor, and the keys again on a healthy one."""
+    from test_tui_layout import screen_lines
+
+    targets = [Target("eu", dsn), Target("gone", closed_port_dsn(), timeout_s=0.5)]
+    app = TargetsApp(targets, "public", config=config())
+    async with app.run_test(size=(60, 20)) as pilot:
+        await until(pilot, lambda: all(w.polls for w in app.watches.values()), 15)
+        await pilot.pause(0.7)
+        assert "could not connect" not in "\n".join(screen_lines(app))  # no room for it
+        await pilot.press("down")
+        await pilot.pause()
+        assert "gone: could not connect" in "\n".join(screen_lines(app))
+        await pilot.press("up")
+        await pilot.pause()
+        assert "enter open a target's console" in "\n".join(screen_lines(app))

@@ -240,9 +240,7 @@ class TargetsApp(App[str | None]):
         if self.start_at in self.watches:
             table.move_cursor(row=list(self.watches).index(self.start_at))
         table.focus()
-        self.query_one("#targets-note", Static).update(
-            Text("enter open a target's console · n next in trouble · q quit", style="dim")
-        )
+        self._render_note()
         self._render_head()
         self.set_interval(FLUSH_S, self._draw_rows)
         for w in self.watches.values():
@@ -283,6 +281,22 @@ class TargetsApp(App[str | None]):
         with self.batch_update():  # the table redraws only the cells that look different
             self.table.sync([(key, cells(w.target, w.row)) for key, w in self.watches.items()])
             self._render_head()
+            self._render_note()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._render_note()
+
+    def _render_note(self) -> None:
+        """The keys, or the error of the target under the cursor: the note column is the
+        first to go on a narrow screen, and a DB DOWN row would not say why."""
+        w = self.watches.get(self.cursor_key)
+        if w is not None and w.row.error:
+            note = inert(f"{w.target.title}: {w.row.error}", style="dim")
+        else:
+            note = Text("enter open a target's console · n next in trouble · q quit", style="dim")
+        widget = self.query_one("#targets-note", Static)
+        if not same(widget.content, note):
+            widget.update(note)
 
     def _render_head(self) -> None:
         troubled = [w for w in self.watches.values() if w.row.in_trouble]
