@@ -15,9 +15,15 @@ finished ones and dead letters), then measures the targets overview at a 2 s ref
     python benchmarks/targets_cost.py --counts 1,5 --seconds 5
     python benchmarks/targets_cost.py --server postgresql://root@127.0.0.1:5432/postgres
     python benchmarks/targets_cost.py --docs    # also write the table into the docs page
+    python benchmarks/targets_cost.py --dead-target           # stats/check, one target mute
 
 With --docs the Markdown table goes between `<!-- targets-cost:start -->` and
 `<!-- targets-cost:end -->` in docs/operating/many-databases.md: nobody types these figures.
+
+`--dead-target` times whole `jobtui` processes (`stats --json`, `stats --prometheus`,
+`stats`, `check`) over three targets: two databases and a port that accepts connections and
+never answers, at that target's default timeout (5 s) and at `timeout = "2s"`. The others'
+figures must come back, in about one target's bound, not the sum.
 
 The databases are named jobtui_tc_<n> and dropped at the end (unless --keep).
 """
@@ -156,6 +162,60 @@ def feed(dsns: list[str], stop: threading.Event) -> None:
             c.close()
 
 
+@contextlib.contextmanager
+def mute_port() -> Iterator[int]:
+    """A local port that accepts connections and never says a word."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+
+
+def dead_target_times(dsns: list[str], tmp: Path) -> int:
+    """Wall time of whole `jobtui` processes with one mute target among three."""
+    import subprocess
+
+    commands = [["stats", "--json"], ["stats", "--prometheus"], ["stats"], ["check"]]
+    print("three targets (two databases, one port that never answers), whole process")
+    print(f"{'mute timeout':>12}  {'command':<18}  {'exit':>4}  {'seconds':>7}  others read")
+    with mute_port() as port:
+        for timeout in (None, "2s"):
+            mute = f'[targets.mute]\ndsn = "postgresql://x@127.0.0.1:{port}/db"\n'
+            if timeout:
+                mute += f'timeout = "{timeout}"\n'
+            config = write_config(dsns[:2], tmp / "dead.toml")
+            config.write_text(config.read_text() + mute)
+            for cmd in commands:
+                started = time.monotonic()
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "jobtui",
+                        *cmd,
+                        "--all-targets",
+                        "--config",
+                        str(config),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    cwd=ROOT,
+                )
+                took = time.monotonic() - started
+                others = all(f"t{i}" in proc.stdout for i in range(2))
+                print(
+                    f"{timeout or 'default 5s':>12}  {' '.join(cmd):<18}  {proc.returncode:>4}"
+                    f"  {took:>7.2f}  {'yes' if others else 'NO'}"
+                )
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", default="postgresql://root@127.0.0.1:5432/postgres")
@@ -171,7 +231,11 @@ def main() -> int:
         metavar="PAGE",
         help="write the table into PAGE between its markers (default: the many-databases page)",
     )
+    p.add_argument("--dead-target", action="store_true", help="time stats/check, one target mute")
     args = p.parse_args()
+    if args.dead_target:
+        with databases(args.server, 2, args.keep) as dsns, tempfile.TemporaryDirectory() as tmp:
+            return dead_target_times(dsns, Path(tmp))
     counts = [int(c) for c in args.counts.split(",")]
     rows = []
     with (

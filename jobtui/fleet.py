@@ -15,7 +15,7 @@ import psycopg
 
 from jobtui.db import SchemaMissing, aapply_prepared_mode, acheck_schema, aconnect, describe_error
 from jobtui.sql import queries
-from jobtui.targets import Target
+from jobtui.targets import Target, redact
 
 T = TypeVar("T")
 V = TypeVar("V", covariant=True)  # an Outcome of a narrower value is one of a wider value
@@ -70,7 +70,8 @@ async def on_target(
     except (psycopg.Error, SchemaMissing, OSError, ValueError) as exc:
         timed_out = isinstance(exc, psycopg.errors.QueryCanceled)
         ms = (time.perf_counter() - started) * 1000
-        return Outcome(target, error=describe_error(exc), timed_out=timed_out, db_ms=ms)
+        error = redact(describe_error(exc), target.dsn)  # libpq may quote a malformed DSN whole
+        return Outcome(target, error=error, timed_out=timed_out, db_ms=ms)
     finally:
         if conn is not None:
             await conn.close()

@@ -90,7 +90,19 @@ def parse_targets(table: object, where: str = "config") -> dict[str, Target]:
             danger=_flag(at, body.get("danger", False)),
             timeout_s=_timeout(at, body.get("timeout")),
         )
+        twin = next(
+            (t for t in out.values() if t.name != name and same_title(t, out[str(name)])), None
+        )
+        if twin is not None:  # a write's confirmation names the target by its title
+            raise TargetError(
+                f"{at}: shows as {out[str(name)].title!r} on screen, as [targets.{twin.name}] "
+                "does: give each target a label of its own"
+            )
     return out
+
+
+def same_title(a: Target, b: Target) -> bool:
+    return a.title.casefold() == b.title.casefold()
 
 
 def _schema(at: str, value: object) -> str | None:
@@ -165,6 +177,45 @@ def select(
         if declared[name] not in chosen:
             chosen.append(declared[name])
     return chosen
+
+
+_URI_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^/@:]*:([^/@]+)@")
+_KV_PASSWORD = re.compile(r"\bpassword\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)")
+
+
+def redact(text: str, dsn: str) -> str:
+    """`text` (an error about `dsn`) without the DSN's password. libpq quotes a malformed
+    connection string whole in its error ("... in URI: "postgresql://u:secret@[::1/db""), and
+    a target's error is printed by `stats`, `check` and the targets overview."""
+    secrets: set[str] = set()
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        password = conninfo_to_dict(dsn).get("password")
+        if isinstance(password, str):
+            secrets.add(password)
+    except Exception:  # noqa: BLE001 - a malformed DSN: the patterns below still find it
+        pass
+    for pattern in (_URI_PASSWORD, _KV_PASSWORD):
+        secrets.update(m.group(1) for m in pattern.finditer(dsn))
+    secrets |= {s.strip("'") for s in secrets}
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def badge_style(colour: str | None) -> str:
+    """The style of a target's name on screen: reversed, so it reads as a badge even with
+    NO_COLOR; with a colour, that colour is the badge's background and the text black or
+    white, whichever stands out from it (a dark colour such as "black" or "grey3" as the
+    text's colour would vanish into a dark theme)."""
+    if not colour:
+        return "bold reverse"
+    from rich.color import Color
+
+    r, g, b = Color.parse(colour).get_truecolor()
+    text = "black" if (0.299 * r + 0.587 * g + 0.114 * b) / 255 > 0.5 else "white"
+    return f"bold reverse {colour} on {text}"  # reversed: {colour} is what fills the badge
 
 
 def describe(target: Target) -> dict[str, Any]:

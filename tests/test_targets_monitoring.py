@@ -86,6 +86,9 @@ def test_config_declares_targets_and_refuses_bad_ones() -> None:
         ({"eu": {"dsn": "x", "schema": "a-b"}}, "schema must be"),
         ({"eu": {"dsn": "x", "password": "p"}}, "unknown key(s) password"),
         ({"e u": {"dsn": "x"}}, "a target name is"),
+        # Two targets that look the same on screen: a confirmation could not tell them apart.
+        ({"eu": {"dsn": "x", "label": "Prod"}, "us": {"dsn": "y", "label": "prod"}}, "its own"),
+        ({"eu": {"dsn": "x"}, "us": {"dsn": "y", "label": "eu"}}, "shows as 'eu'"),
     ]:
         with pytest.raises(ConfigError, match="targets") as info:
             parse_console_config({"targets": bad})
@@ -221,3 +224,37 @@ def test_console_over_targets_refuses_deep_links_and_needs_a_terminal(
     assert_one_error(
         run_cli("--config", str(config), "--all-targets", "console"), 1, "needs a terminal"
     )
+
+
+def test_a_malformed_dsn_never_prints_its_password(dsn: str, tmp_path: Path) -> None:
+    """libpq quotes a malformed URI whole in its error: the password must not follow it into
+    `stats` (text, JSON, Prometheus, stderr) or `check`."""
+    config = write_config(
+        tmp_path / "config.toml",
+        {
+            "eu": {"dsn": dsn},
+            "v6": {"dsn": "postgresql://ops:Sekr1tPw@[::1/app"},
+            "kv": {"dsn": "host=127.0.0.1 password='Sekr1tKv dbname=app"},
+        },
+    )
+    for args in (["stats"], ["stats", "--json"], ["stats", "--prometheus"], ["check"]):
+        proc = run_cli(*args, "--all-targets", "--config", str(config))
+        assert proc.returncode in (1, 3), proc.stderr
+        assert "in URI" in proc.stdout + proc.stderr or args == ["stats", "--prometheus"]
+        assert "Sekr1t" not in proc.stdout + proc.stderr, args
+
+
+def test_check_with_a_target_of_more_problems_than_fit(dsn: str, tmp_path: Path) -> None:
+    """More problem lines than a plugin's output holds in one target (101 kinds, no worker):
+    its own `… and N more` line, named by target, not UNKNOWN from an IndexError."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            "INSERT INTO jobs (kind, payload) SELECT 'k' || g, '{}' FROM generate_series(1, 101) g"
+        )
+    config = write_config(tmp_path / "config.toml", {"eu": {"dsn": dsn}})
+    proc = run_cli("check", "--all-targets", "--config", str(config))
+    assert proc.returncode == 1, proc.stdout
+    first, *details = proc.stdout.splitlines()
+    assert first.startswith("JOBTUI WARNING - 1 of 1 targets with problems; worst eu:")
+    assert details[0].startswith("WARNING: eu: k")
+    assert details[-1].startswith("… and "), details[-3:]  # the lines over the cap, counted

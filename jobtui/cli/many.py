@@ -114,6 +114,13 @@ def with_target(sample: str, target: str) -> str:
     return f"{sample[:space]}{{{label}}}{sample[space:]}"
 
 
+def _with_target(line: str, name: str) -> str:
+    """`WARNING: mail: …` → `WARNING: eu: mail: …`; a line without a level (the `… and N more`
+    of a target with more problems than fit) → `eu: … and N more`."""
+    level, sep, rest = line.partition(": ")
+    return f"{level}: {name}: {rest}" if sep else f"{name}: {line}"
+
+
 def check_text(outcomes: Sequence[Outcome[nagios.Report]]) -> tuple[int, str]:
     """(exit code, plugin output) of one verdict over every target."""
     codes = [nagios.UNKNOWN if o.value is None else o.value.worst for o in outcomes]
@@ -136,10 +143,7 @@ def check_text(outcomes: Sequence[Outcome[nagios.Report]]) -> tuple[int, str]:
         if o.value is None:
             details.append(f"UNKNOWN: {name}: {nagios.text(o.error)}")
         else:
-            details += [
-                f"{line.split(': ', 1)[0]}: {name}: {line.split(': ', 1)[1]}"
-                for line in o.value.details
-            ]
+            details += [_with_target(line, name) for line in o.value.details]
     n = len(outcomes)
     if troubled:
         first = troubled[0][0]

@@ -48,7 +48,7 @@ from jobtui.console_config import ConsoleConfig
 from jobtui.db import describe_error
 from jobtui.inert import clean, inert
 from jobtui.models import PENDING_STATES, DeadFilter, JobFilter, ReplicaInfo
-from jobtui.targets import Target  # issue 28: a target's console
+from jobtui.targets import Target, badge_style, redact  # issue 28: a target's console
 from jobtui.tui.collector import Collector
 from jobtui.tui.commands import ConsoleCommands
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
@@ -213,9 +213,13 @@ class JobtuiApp(App[int]):
         # environment banner and every confirmation; `leave` says where to go on exit ---
         self.target = target
         self.leave: str | None = None
-        if target is not None and not (env and env.strip()):
-            env = target.title
-            env_danger_pattern = "*" if target.danger else ""
+        if target is not None:  # the banner names the target, red when either says danger
+            given = env.strip() if env and env.strip() else None
+            danger = target.danger or (
+                given is not None and env_is_dangerous(given, env_danger_pattern)
+            )
+            env = target.title if given is None else f"{target.title} · {given}"
+            env_danger_pattern = "*" if danger else ""
         # --- end targets ---
         if self.console.color_system in SIXTEEN_COLOURS and not self.no_color:
             # The theme's hex colours fold onto the 16 ANSI ones badly: orange (warning,
@@ -510,7 +514,7 @@ class JobtuiApp(App[int]):
         self._render_status()
 
     def _set_down(self, message: str) -> None:
-        self.db_error = message
+        self.db_error = redact(message, self.link.dsn)  # libpq may quote a bad DSN whole
         self.query_one("#tabs").add_class("-stale")
 
     def _set_up(self) -> None:
@@ -758,7 +762,7 @@ class JobtuiApp(App[int]):
         if isinstance(exc, pgerrors.InsufficientPrivilege):
             self._go_read_only("the database refused a write (insufficient privilege)")
         text = exc.message if isinstance(exc, LinkDown) else describe_error(exc)
-        self.notify(clean(text), severity="error", markup=False, timeout=8)
+        self.notify(clean(redact(text, self.link.dsn)), severity="error", markup=False, timeout=8)
 
     # --- command palette -----------------------------------------------------------------
 
@@ -787,13 +791,19 @@ class JobtuiApp(App[int]):
 # --- targets (issue 28) -------------------------------------------------------------------
 
 
+BADGE_TITLE = 24  # a target's label in the header, at most (labels may have 40)
+
+
 def target_badge(target: Target | None) -> list[Any]:
     """The header's name of the target on screen, in its colour, marked when dangerous."""
     if target is None:
         return []
-    style = f"bold reverse {target.colour or ''}".strip()
+    style = badge_style(target.colour)  # readable whatever the colour (a dark one too)
     mark = " ⚠ DANGER" if target.danger else ""
-    return [(f" {clean(target.title)}{mark} ", style), " "]
+    title = clean(target.title)
+    if len(title) > BADGE_TITLE:  # the mark must fit at 60 columns; the banner has it whole
+        title = title[: BADGE_TITLE - 1] + "…"
+    return [(f" {title}{mark} ", style), " "]
 
 
 def _target_check_action(app: JobtuiApp, action: str) -> bool | None:

@@ -7,7 +7,8 @@ the worst level), judged by the config file's rules as the one-database console 
 
 Every target refreshes on its own `Link` (its own connection, statement timeout and
 reconnect back-off) in a worker of its own, so one target that is down, slow or locked never
-stalls or hides the others: its row says DB DOWN (with the error) or SLOW and comes back by
+stalls or hides the others: its row says DB DOWN (with the error), SLOW, or ERROR (reachable
+but unreadable: not migrated, no privilege) and comes back by
 itself when the database does.
 
 BINDINGS:
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from rich.text import Text
@@ -36,17 +37,18 @@ from textual.widgets import DataTable, Footer, Static
 from jobtui import alerts
 from jobtui.alerts import Level
 from jobtui.console_config import ConsoleConfig
-from jobtui.db import describe_error
+from jobtui.db import SchemaMissing, acheck_schema, describe_error
 from jobtui.inert import inert
 from jobtui.metrics import snapshot
 from jobtui.models import Snapshot
-from jobtui.targets import Target
+from jobtui.targets import Target, badge_style, redact
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
 from jobtui.tui.texts import coarse_age, same
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 OK, WARN, CRIT, DOWN, SLOW, WAIT = "OK", "WARN", "CRIT", "DB DOWN", "SLOW", "…"
-TROUBLE = frozenset({WARN, CRIT, DOWN, SLOW})
+ERROR = "ERROR"  # reachable, but its figures cannot be read: not migrated, no privilege…
+TROUBLE = frozenset({WARN, CRIT, DOWN, SLOW, ERROR})
 COLUMNS = (
     Column("target", "target", 12, priority=0, fit=True),
     Column("state", "state", 7, priority=0, fit=True),
@@ -104,15 +106,24 @@ def _ms(ms: float | None) -> str:
     return f"{ms:.0f}ms" if ms < 1000 else f"{ms / 1000:.1f}s"
 
 
-STATE_STYLE = {OK: "green", WARN: "bold yellow", CRIT: "bold red", DOWN: "bold reverse red"}
+STATE_STYLE = {
+    OK: "green",
+    WARN: "bold yellow",
+    CRIT: "bold red",
+    DOWN: "bold reverse red",
+    ERROR: "bold reverse red",
+}
 
 
 def cells(target: Target, row: Row) -> list[Text]:
     """The row's cells, inert (a label or an error may hold anything)."""
-    name = inert(target.title, style=f"bold {target.colour or ''}".strip())
+    if target.colour:  # a badge: readable whatever the colour, a dark one too
+        name = inert(target.title, style=badge_style(target.colour))
+    else:
+        name = inert(target.title, style="bold")
     if target.danger:
         name.append(" ⚠", style="bold red")
-    alerts_text = "–" if row.state in (DOWN, SLOW, WAIT) else str(row.firing)
+    alerts_text = "–" if row.state in (DOWN, SLOW, ERROR, WAIT) else str(row.firing)
     if row.firing:
         alerts_text += f" {row.worst.name}"
 
@@ -156,10 +167,26 @@ class Watch:
             await self.link.close()
             row = Row(state=SLOW, error=f"no answer in {t.connect_timeout_s + t.timeout_s:g} s")
         except Exception as exc:  # noqa: BLE001 - any failure is this target's row, never a crash
-            row = Row(state=DOWN if not self.link.up else SLOW, error=describe_error(exc))
+            row = Row(state=DOWN if not self.link.up else ERROR, error=describe_error(exc))
+            if self.link.up:
+                row = replace(row, error=await self._why(row.error))
+        if row.error is not None:  # libpq may quote a malformed DSN whole, password and all
+            row = replace(row, error=redact(row.error, t.dsn))
         self.polls += 1
         self.row = row
         return row
+
+    async def _why(self, error: str | None) -> str | None:
+        """A read failed on a live connection: "not migrated" when jobtui's tables are not in
+        the schema (the one line `stats` and `check` give), else the read's own error."""
+        try:
+            async with self.link.refresh():  # bounded by the target's timeout, as every read
+                await self.link.run(acheck_schema)
+        except SchemaMissing as exc:
+            return str(exc)
+        except Exception:  # noqa: BLE001 - the read's own error is the better line then
+            return error
+        return error
 
     def next_delay(self, refresh_s: float) -> float:
         if self.row.state == DOWN:
@@ -213,9 +240,7 @@ class TargetsApp(App[str | None]):
         if self.start_at in self.watches:
             table.move_cursor(row=list(self.watches).index(self.start_at))
         table.focus()
-        self.query_one("#targets-note", Static).update(
-            Text("enter open a target's console · n next in trouble · q quit", style="dim")
-        )
+        self._render_note()
         self._render_head()
         self.set_interval(FLUSH_S, self._draw_rows)
         for w in self.watches.values():
@@ -239,6 +264,8 @@ class TargetsApp(App[str | None]):
         self._dirty.add(w.target.key)
         if self.after is not None and all(x.polls for x in self.watches.values()):
             after, self.after = self.after, None
+            if self.cursor_key != after:
+                return  # the operator moved the cursor meanwhile: their choice, not a jump
             found = self._trouble_after(after)
             if found is not None:
                 self.exit(found)
@@ -254,6 +281,22 @@ class TargetsApp(App[str | None]):
         with self.batch_update():  # the table redraws only the cells that look different
             self.table.sync([(key, cells(w.target, w.row)) for key, w in self.watches.items()])
             self._render_head()
+            self._render_note()
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._render_note()
+
+    def _render_note(self) -> None:
+        """The keys, or the error of the target under the cursor: the note column is the
+        first to go on a narrow screen, and a DB DOWN row would not say why."""
+        w = self.watches.get(self.cursor_key)
+        if w is not None and w.row.error:
+            note = inert(f"{w.target.title}: {w.row.error}", style="dim")
+        else:
+            note = Text("enter open a target's console · n next in trouble · q quit", style="dim")
+        widget = self.query_one("#targets-note", Static)
+        if not same(widget.content, note):
+            widget.update(note)
 
     def _render_head(self) -> None:
         troubled = [w for w in self.watches.values() if w.row.in_trouble]

@@ -90,7 +90,7 @@ class ConfirmScreen(ModalScreen[str | None]):
             # --- targets (issue 28): a write names the database it goes to ---
             target = target_line(getattr(self.app, "target", None))
             if target is not None:
-                box.border_subtitle = target.plain
+                box.border_subtitle = target.copy()  # a Text: a label is never markup
                 yield Static(target, id="confirm-target")
             # --- end targets ---
             yield Static(self._body, id="confirm-body")
