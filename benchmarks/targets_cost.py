@@ -18,7 +18,8 @@ finished ones and dead letters), then measures the targets overview at a 2 s ref
     python benchmarks/targets_cost.py --dead-target           # stats/check, one target mute
 
 With --docs the Markdown table goes between `<!-- targets-cost:start -->` and
-`<!-- targets-cost:end -->` in docs/operating/many-databases.md: nobody types these figures.
+`<!-- targets-cost:end -->` in docs/operating/many-databases.md (with --dead-target, between
+the targets-dead markers): nobody types these figures.
 
 `--dead-target` times whole `jobtui` processes (`stats --json`, `stats --prometheus`,
 `stats`, `check`) over three targets: two databases and a port that accepts connections and
@@ -51,6 +52,7 @@ from benchmarks.console_bytes import ConsolePty  # noqa: E402
 
 DOCS_PAGE = ROOT / "docs" / "operating" / "many-databases.md"
 DOCS_START, DOCS_END = "<!-- targets-cost:start -->", "<!-- targets-cost:end -->"
+DEAD_START, DEAD_END = "<!-- targets-dead:start -->", "<!-- targets-dead:end -->"
 from jobtui.console_config import ConsoleConfig  # noqa: E402
 from jobtui.schema import migrate  # noqa: E402
 from jobtui.targets import Target  # noqa: E402
@@ -176,9 +178,11 @@ def mute_port() -> Iterator[int]:
         server.close()
 
 
-def dead_target_times(dsns: list[str], tmp: Path) -> int:
+def dead_target_times(dsns: list[str], tmp: Path, docs: str | None = None) -> int:
     """Wall time of whole `jobtui` processes with one mute target among three."""
     import subprocess
+
+    table: dict[str, list[str]] = {}
 
     commands = [["stats", "--json"], ["stats", "--prometheus"], ["stats"], ["check"]]
     print("three targets (two databases, one port that never answers), whole process")
@@ -213,6 +217,24 @@ def dead_target_times(dsns: list[str], tmp: Path) -> int:
                     f"{timeout or 'default 5s':>12}  {' '.join(cmd):<18}  {proc.returncode:>4}"
                     f"  {took:>7.2f}  {'yes' if others else 'NO'}"
                 )
+                row = "default (5 s)" if timeout is None else f'`timeout = "{timeout}"`'
+                cell = f"{took:.2f} s (exit {proc.returncode})" + (
+                    "" if others else ", others MISSING"
+                )
+                table.setdefault(row, []).append(cell)
+    if docs:
+        lines = [
+            f"Printed by `python benchmarks/targets_cost.py --dead-target --docs` on "
+            f"{time.strftime('%Y-%m-%d')}:",
+            "",
+            "| the mute target's timeout | "
+            + " | ".join(f"`{' '.join(c)}`" for c in commands)
+            + " |",
+            "|---|" + "---:|" * len(commands),
+            *(f"| {row} | " + " | ".join(cells) + " |" for row, cells in table.items()),
+        ]
+        write_docs(Path(docs), "\n".join(lines), DEAD_START, DEAD_END)
+        print(f"wrote the table into {docs}")
     return 0
 
 
@@ -235,7 +257,7 @@ def main() -> int:
     args = p.parse_args()
     if args.dead_target:
         with databases(args.server, 2, args.keep) as dsns, tempfile.TemporaryDirectory() as tmp:
-            return dead_target_times(dsns, Path(tmp))
+            return dead_target_times(dsns, Path(tmp), args.docs)
     counts = [int(c) for c in args.counts.split(",")]
     rows = []
     with (
@@ -287,14 +309,15 @@ def markdown(rows: list[tuple[int, float, int, int, float, float]], seconds: flo
     return "\n".join(lines)
 
 
-def write_docs(page: Path, table: str) -> None:
-    """Replace what lies between the page's targets-cost markers with `table`."""
+def write_docs(page: Path, table: str, start: str = "", end: str = "") -> None:
+    """Replace what lies between the page's markers (the cost table's by default)."""
+    start, end = start or DOCS_START, end or DOCS_END
     text = page.read_text("utf-8")
-    head, sep, rest = text.partition(DOCS_START)
-    _, sep2, tail = rest.partition(DOCS_END)
+    head, sep, rest = text.partition(start)
+    _, sep2, tail = rest.partition(end)
     if not sep or not sep2:
-        raise SystemExit(f"targets_cost: {page} has no {DOCS_START} … {DOCS_END} markers")
-    page.write_text(f"{head}{DOCS_START}\n{table}\n{DOCS_END}{tail}", "utf-8")
+        raise SystemExit(f"targets_cost: {page} has no {start} … {end} markers")
+    page.write_text(f"{head}{start}\n{table}\n{end}{tail}", "utf-8")
 
 
 if __name__ == "__main__":

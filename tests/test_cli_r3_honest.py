@@ -393,3 +393,15 @@ def test_enqueue_file_lines_end_at_newline_only(
     assert_ok(run_cli("enqueue", "--file", str(path), dsn=dsn))
     got = [r[0] for r in conn.execute("SELECT payload->>'t' FROM jobs ORDER BY id")]
     assert got == texts
+
+
+def test_a_malformed_dsn_never_prints_its_password() -> None:
+    # libpq quotes a malformed connection string whole in its error message.
+    for env, args in (
+        ({}, ("--dsn", "postgresql://root:S3cretPw@[::1/x", "stats")),
+        ({"JOBTUI_DSN": "postgresql://root:S3cretPw@[::1/x"}, ("dead", "list")),
+        ({"DATABASE_URL": "postgresql://root:S3cretPw@[::1/x"}, ("stats", "--json")),
+    ):
+        proc = run_cli(*args, env=clean_env(**env))
+        line = assert_one_error(proc, 1, "IPv6 host address")
+        assert "S3cretPw" not in proc.stderr + proc.stdout and "***" in line

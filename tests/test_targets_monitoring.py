@@ -209,7 +209,7 @@ def test_console_over_targets_refuses_deep_links_and_needs_a_terminal(
     config, _eu, _us = fleet
     assert_one_error(
         run_cli("console", "--config", str(config), "--all-targets", "--tab", "jobs"),
-        1,
+        2,
         "give one --target",
     )
     assert_one_error(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobtui.cli.args import Args, Commands, duration, job_id
-from jobtui.cli.errors import CliError
+from jobtui.cli.errors import EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
     from jobtui.console_config import ConsoleConfig
@@ -123,7 +123,10 @@ def cmd_console(args: Args) -> int:
     chosen = targets_of(args)
     if len(chosen) > 1:
         if any(getattr(args, k, None) is not None for k in ("tab", "filter", "job")):
-            raise CliError("--tab, --filter and --job open one target's console: give one --target")
+            raise CliError(
+                "--tab, --filter and --job open one target's console: give one --target",
+                EXIT_USAGE,
+            )
         if not sys.stdout.isatty() or not sys.stdin.isatty():
             raise CliError("the console needs a terminal (for scripts, see `jobtui stats`)")
         from jobtui.tui.targets_screen import run_targets
