@@ -34,7 +34,8 @@ from jobtui import alerts
 from jobtui.alerts import Firing, Level
 from jobtui.inert import inert
 from jobtui.models import KindFigures, Snapshot
-from jobtui.tui.host import KindChosen
+from jobtui.tui.host import KindChosen, host
+from jobtui.tui.keys import key_display
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.screens.alarms import AlarmsScreen
@@ -137,7 +138,9 @@ class OverviewPane(KindsPane):
     kind_width = KIND_WIDTH[1]
 
     def compose(self) -> ComposeResult:
-        yield AlarmList(key="A", id="alarms")
+        # The count line names the key that opens every alarm as the keymap binds it.
+        keys = host(self.app).config.keymap.get("overview.alarms", "A")
+        yield AlarmList(key=key_display(keys), id="alarms")
         with Horizontal(id="tiles"):
             yield Tile("ready", id="t-ready")
             yield Tile("sched", id="t-scheduled")
