@@ -368,6 +368,133 @@ def run(bench: Bench) -> list[Figure]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Keys of the kind screen, timed as a person sees them
+
+
+@dataclass
+class KeyTimes:
+    """Milliseconds from a key to what the pane shows: `first` the first sign of the key
+    (the new screen's frame, a "loading" mark), `done` the key's data on screen."""
+
+    label: str
+    first: list[float] = field(default_factory=list)
+    done: list[float] = field(default_factory=list)
+
+
+def _wait_screen(
+    console: TmuxConsole, cond: Any, t0: float, timeout: float = 15.0
+) -> tuple[float, list[str]]:
+    """Poll the pane (capture-pane, every few ms) until `cond(lines)`: ms since `t0`."""
+    while True:
+        lines = console.screen()
+        now = time.monotonic()
+        if cond(lines):
+            return (now - t0) * 1000, lines
+        if now - t0 > timeout:
+            raise ScenarioSkipped(f"timed out waiting: {' | '.join(lines)[:600]}")
+        time.sleep(0.005)
+
+
+def _has(*words: str) -> Any:
+    return lambda lines: any(all(w in line for w in words) for line in lines)
+
+
+def _kind_screen(lines: list[str]) -> bool:
+    """The kind screen is up: its head (the first lines) names a kind or says loading."""
+    return any(x.strip().startswith(("kind ", "loading")) for x in lines[:3])
+
+
+def _loaded(flt: str, kind: str, lines: int) -> Any:
+    """The filter line names `flt`, says no "loading", and `lines` lines name `kind`."""
+
+    def cond(ls: list[str]) -> bool:
+        return (
+            _has("filter", flt)(ls)
+            and not _has("loading")(ls)
+            and sum(kind in x for x in ls) >= lines
+        )
+
+    return cond
+
+
+def kind_keys(
+    dsn: str, cols: int, rows: int, rounds: int, workdir: Path, refresh: float = 2.0
+) -> list[KeyTimes]:
+    """Enter on the Overview's first kind, then `t` (day), `t` (hour), `j` (its jobs) and,
+    Enter again, `d` (its dead letters), each timed from the key to the first sign on screen
+    and to its data there; through tmux, as the issue measured."""
+    enter = KeyTimes("Enter on a kind")
+    day = KeyTimes("t: last day")
+    hour = KeyTimes("t: last hour")
+    jobs = KeyTimes("j: its jobs (Jobs tab)")
+    dead = KeyTimes("d: its dead letters")
+    back = KeyTimes("esc: back to Overview")
+    console = TmuxConsole(dsn, cols, rows, workdir, refresh)
+    try:
+        t0 = time.monotonic()
+        _wait_screen(console, _has("kind", "ready", "status"), t0, 60)
+        time.sleep(3)
+
+        def open_kind() -> str:
+            t = time.monotonic()
+            console.send("Enter")
+            first, _ = _wait_screen(console, _kind_screen, t)
+            done, lines = _wait_screen(console, _has("now ", "unfinished:"), t)
+            enter.first.append(first)
+            enter.done.append(done)
+            head = next(x for x in lines if x.strip().startswith("kind "))
+            return head.split()[1]
+
+        for _ in range(rounds):
+            console.send("1")
+            time.sleep(1.5)
+            kind = open_kind()
+            time.sleep(1.0)
+            for times, word in ((day, "last day"), (hour, "last hour")):
+                t = time.monotonic()
+                console.send("t")
+                times.first.append(_wait_screen(console, _has(word), t)[0])
+                times.done.append(times.first[-1])
+                time.sleep(0.5)
+            t = time.monotonic()
+            console.send("j")
+            jobs.first.append(_wait_screen(console, _has("filter", f"kind:{kind}"), t)[0])
+            jobs.done.append(_wait_screen(console, _loaded(f"kind:{kind}", kind, 3), t)[0])
+            console.send("1")
+            time.sleep(1.5)
+            open_kind()
+            time.sleep(1.0)
+            t = time.monotonic()
+            console.send("d")
+            dead.first.append(_wait_screen(console, _has("filter", kind), t)[0])
+            dead.done.append(_wait_screen(console, _loaded(kind, kind, 4), t)[0])
+            console.send("1")
+            time.sleep(1.5)
+            open_kind()
+            time.sleep(1.0)
+            t = time.monotonic()
+            console.send("Escape")
+            back.first.append(_wait_screen(console, _has("kind", "ready", "status"), t)[0])
+            back.done.append(back.first[-1])
+    finally:
+        console.close()
+    return [enter, day, hour, jobs, dead, back]
+
+
+def print_key_times(results: list[KeyTimes]) -> None:
+    print(
+        f"\n  {'key → on screen (ms)':28} {'first p50':>9} {'max':>5}"
+        f" {'data p50':>8} {'max':>5}  each (first/data)"
+    )
+    for r in results:
+        each = " ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(r.first, r.done, strict=True))
+        print(
+            f"  {r.label:28} {statistics.median(r.first):9.0f} {max(r.first):5.0f}"
+            f" {statistics.median(r.done):8.0f} {max(r.done):5.0f}  {each}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
 # Stand-alone
 
 
@@ -395,6 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="80x24, 6 s start-up, 1×5 s")
     parser.add_argument("--rows", action="store_true", help="also bytes by screen row")
     parser.add_argument("--json", action="store_true", help="print one JSON line at the end")
+    parser.add_argument(
+        "--kind-keys",
+        type=int,
+        metavar="ROUNDS",
+        help="time the kind screen's keys (Enter on a kind, t, j, d, esc) instead (needs --dsn)",
+    )
     args = parser.parse_args(argv)
     if args.short:
         args.sizes, args.startup, args.settle, args.window, args.windows = "80x24", 6, 3, 5, 1
@@ -408,6 +541,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--windows, --window and --rate must be positive")
     if any(k not in TABS for k in args.tabs):
         parser.error(f"--tabs: keys from {''.join(TABS)}")
+    if args.kind_keys:
+        if not args.dsn:
+            parser.error("--kind-keys needs --dsn (a database such as benchmarks/bigdata.py's)")
+        cols, rows = sizes[0]
+        print(f"kind screen keys via tmux at {cols}x{rows}, {args.kind_keys} rounds", flush=True)
+        work = Path(tempfile.mkdtemp(prefix="jobtui-tmux-"))
+        try:
+            print_key_times(kind_keys(args.dsn, cols, rows, args.kind_keys, work))
+        except ScenarioSkipped as exc:
+            print(f"console_tmux: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     with contextlib.ExitStack() as stack:
         only_demo = args.demo and not args.idle_and_demo
         dsn = (

@@ -72,9 +72,12 @@ def test_same_text_sees_style_changes() -> None:
 def test_coarse_age_ticks_rarely() -> None:
     from jobtui.tui.texts import coarse_age
 
-    assert [coarse_age(s) for s in (0, 3, 6, 119, 120, 3599, 3600, 90000)] == [
-        "5s", "5s", "10s", "1m", "2m", "59m", "1h00m", "1d1h",
+    assert [coarse_age(s) for s in (0, 3, 16, 44, 119, 120, 3599, 3600, 90000)] == [
+        "15s", "15s", "30s", "45s", "1m", "2m", "59m", "1h00m", "1d1h",
     ]  # fmt: skip
+    # Under a minute in quarter minutes: a young row of a live table redraws at most 3 times
+    # in its first minute (it was 11 times in 5 s steps).
+    assert len({coarse_age(s) for s in range(60)}) == 4
     # Issue 26 item 13: past a minute an age moves in minutes (a static row a minute old
     # no longer redraws every 5 s).
     assert len({coarse_age(s) for s in range(60, 120)}) == 1
