@@ -12,12 +12,19 @@ windows of `window` seconds with no key pressed gives B/s.
 `--live` adds a worker processing a trickle of no-op jobs (2 a second by default) while it is
 measured. `--demo` measures `jobtui demo` as shipped instead (its embedded server, worker,
 trickle of jobs and console, in a fresh --data-dir): the figure the README calls "live demo".
-`--short` is a quick form for a test: 80×24, one 5 s window per tab.
+`--short` is a quick form for a test: 80×24, one 5 s window per tab. `--record RESULTS` puts the
+demo's figures into a results JSON in place of the live ones there (benchmarks/table.py then
+writes docs/performance.md from it). `--kind-keys N` times, N times each, Enter on the
+Overview's first kind and the kind screen's `t`, `t`, `j`, `d` and esc, from the key to the
+first sign on screen and to its data (capture-pane polled every few ms).
 
     python benchmarks/console_tmux.py                  # 80×24 and 120×40, idle, 3×10 s per tab
     python benchmarks/console_tmux.py --live           # … with a worker and a trickle of jobs
-    python benchmarks/console_tmux.py --demo --sizes 80x24 --window 20 --windows 1
-                                                       # `jobtui demo` as shipped, 20 s windows
+    python benchmarks/console_tmux.py --idle-and-demo --sizes 80x24 --window 20 --windows 5 \
+        --record benchmarks/results.json               # the per-tab idle and live table (median
+                                                       # and max of 5×20 s); the docs' live row
+    python benchmarks/console_tmux.py --dsn postgresql://…/big --kind-keys 5
+                                                       # the kind screen's keys, key → screen ms
     python benchmarks/console_tmux.py --short --json   # ~40 s; one JSON line for a test
     python benchmarks/console_tmux.py --dsn postgresql://…/db   # an existing jobtui database
 
