@@ -408,7 +408,7 @@ def record(
         if not str(f.get("metric", "")).startswith(("console_tmux:live:", "console_tmux:demo:"))
     ]
     data["figures"] = kept + fresh
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")  # as run.py writes it
     print(f"recorded {len(fresh)} figures in {path}")
 
 
