@@ -499,7 +499,9 @@ def kind_keys(
                 t = time.monotonic()
                 console.send("t")
                 times.first.append(_wait_screen(console, _has(word), t)[0])
-                times.done.append(times.first[-1])
+                times.done.append(
+                    _wait_screen(console, lambda ls: not _has("loading")(ls[:3]), t)[0]
+                )
                 time.sleep(0.5)
             t = time.monotonic()
             console.send("j")
