@@ -92,8 +92,15 @@ def build_rows(results: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]
             # One row per mode and size; the tabs side by side in the jobtui cell.
             _, mode, size, tab = metric.split(":", 3)
             key = f"console_tmux:{mode}:{size}"
-            what = "idle" if mode == "idle" else "live demo (a worker, a trickle of jobs)"
+            what = {
+                "idle": "idle",
+                "live": "live (a worker, a trickle of no-op jobs)",
+                "demo": "live demo (`jobtui demo` as shipped)",
+            }.get(mode, mode)
             label = f"console output through tmux, {what}, {size}, 2 s refresh"
+            windows, _, measured = str(fig.get("note", "")).partition("; ")
+            if measured:  # recorded by console_tmux.py --record: its windows, command, date
+                label += f", {windows} windows: {measured}"
             entry = rows.setdefault(key, (label, fig.get("target", ""), {}))
             entry[2]["jobtui"] = (entry[2].get("jobtui", "") + f"; {tab} {cell(fig)}").lstrip("; ")
             continue

@@ -231,6 +231,39 @@ async def test_the_kept_kind_screen_never_shows_one_kind_under_another(
         assert first.info.kind == "sms.send" and first.info.span == "hour"
 
 
+async def test_t_says_at_once_which_span_is_loading(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 (the kind screen's feedback): `t` names the new span with "loading…" at once,
+    and the charts of the old span make way, before the read of the new one comes back (at
+    2.45 M jobs the title stayed on the old span until then, with no sign the key landed)."""
+    history(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_kind(app, pilot)
+        assert "last hour" in rendered(screen.query_one("#kind-head"))
+        # The real read, made slow, so the screen is seen while it runs.
+        real_load = kindinfo.load
+
+        async def slow_load(*args: Any) -> kindinfo.KindInfo:
+            await asyncio.sleep(0.5)
+            return await real_load(*args)
+
+        monkeypatch.setattr(kindinfo, "load", slow_load)
+        await pilot.press("t")
+        await pilot.pause(0.05)
+        assert screen.info is not None and screen.info.span == "hour"  # not read yet
+        head_text = rendered(screen.query_one("#kind-head"))
+        assert "last day" in head_text and "loading…" in head_text, head_text
+        assert "export_crm" in head_text and "5 unfinished" in head_text, head_text
+        assert "loading the last day" in rendered(screen.query_one("#kind-charts"))
+        await until(pilot, lambda: screen.info is not None and screen.info.span == "day")
+        await pilot.pause()
+        head_text = rendered(screen.query_one("#kind-head"))
+        assert "last day" in head_text and "loading" not in head_text, head_text
+        assert "1.9s┤" in rendered(screen.query_one("#kind-charts"))
+
+
 async def test_enter_on_a_kind_opens_its_screen_at_80x24(
     dsn: str, conn: psycopg.Connection
 ) -> None:

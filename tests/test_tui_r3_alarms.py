@@ -107,3 +107,21 @@ async def test_the_count_line_names_hidden_criticals(dsn: str, conn: psycopg.Con
         await pilot.pause(0.2)
         top = screen_lines(app)[alarms.region.y : alarms.region.y + 3]
         assert "… and 8 more alarms (1 critical)" in top[2], top
+
+
+async def test_the_count_line_names_the_remapped_alarm_key(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Issue 26 item 5 (round four): with `overview.alarms` bound to another key, the count line
+    names that key, not the default `A`, and that key opens every alarm."""
+    _incident(conn)
+    app = JobtuiApp(dsn, "public", config=config(keymap={"overview.alarms": "v"}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        alarms = app.query_one("#alarms", AlarmList)
+        await until(pilot, lambda: len(alarms.firings) == 8)
+        await pilot.pause(0.2)
+        top = screen_lines(app)[alarms.region.y : alarms.region.y + 3]
+        assert "· v all" in top[2], top
+        assert "A all" not in top[2], top
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, AlarmsScreen))

@@ -76,3 +76,34 @@ async def test_sixteen_colours_tell_warn_from_crit(
         footer_y = size[1] - 1
         key = _styles_of(app, footer_y, "q")
         assert key[0] not in RED, key
+
+
+async def test_sixteen_colours_cursor_row_is_reverse_video(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The focused cursor row with 16 colours is the terminal's reverse video: each cell keeps
+    its own colour, which becomes the background under dark text. On the theme's light-grey
+    cursor a yellow (warning) or cyan (running) cell could not be read."""
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.delenv("COLORTERM", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    _incident(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        kinds = app.query_one("#kinds", KeyedTable)
+        await until(pilot, lambda: len(kinds.keys) == 8 and kinds.has_focus)
+        await pilot.pause(0.3)
+        lines = screen_lines(app)
+        cursor_y = kinds.region.y + 1 + kinds.cursor_row
+        assert "slow" in lines[cursor_y], lines
+        strip = app.screen._compositor.render_strips()[cursor_y]
+        x, cells = 0, []
+        for seg in strip:
+            if kinds.region.x <= x < kinds.region.right - 1 and seg.text.strip():
+                cells.append((seg.text, _fold(seg.style or Style())))
+            x += seg.cell_length
+        assert cells, strip
+        for text, (fg, bg, reverse) in cells:
+            assert reverse and bg is None, (text, fg, bg, cells)
+        # The critical age keeps its red, now as its background.
+        assert next(fg for text, (fg, _, _) in cells if "40m" in text) in RED, cells

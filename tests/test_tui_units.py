@@ -72,9 +72,12 @@ def test_same_text_sees_style_changes() -> None:
 def test_coarse_age_ticks_rarely() -> None:
     from jobtui.tui.texts import coarse_age
 
-    assert [coarse_age(s) for s in (0, 3, 6, 119, 120, 3599, 3600, 90000)] == [
-        "5s", "5s", "10s", "1m", "2m", "59m", "1h00m", "1d1h",
+    assert [coarse_age(s) for s in (0, 3, 16, 44, 119, 120, 3599, 3600, 90000)] == [
+        "15s", "15s", "30s", "45s", "1m", "2m", "59m", "1h00m", "1d1h",
     ]  # fmt: skip
+    # Under a minute in quarter minutes: a young row of a live table redraws at most 3 times
+    # in its first minute (it was 11 times in 5 s steps).
+    assert len({coarse_age(s) for s in range(60)}) == 4
     # Issue 26 item 13: past a minute an age moves in minutes (a static row a minute old
     # no longer redraws every 5 s).
     assert len({coarse_age(s) for s in range(60, 120)}) == 1
@@ -135,3 +138,28 @@ def test_kind_prefix_resolves_or_names_the_candidates() -> None:
     assert resolve_kind("email", []) == "email"  # no list: as typed
     assert complete_kind("state:ready kind:sm", known) == "state:ready kind:sms.send"
     assert complete_kind("kind:", known) is None and complete_kind("text", known) is None
+
+
+def test_live_figures_move_in_steps_nobody_acts_on() -> None:
+    """Issue 26 item 13 (round four): what ticked on every refresh of the live demo moves in
+    coarser steps: the header's db time, the alarm line's failure rate, the kinds' run times."""
+    from jobtui.alerts import MEASURES, Level, Verdict
+    from jobtui.tui.app import db_time_text
+    from jobtui.tui.panes.overview import _ms
+    from jobtui.tui.widgets.alarms import steady_text
+
+    assert {db_time_text(ms) for ms in (3, 9, 12, 27, 49)} == {"<50 ms"}
+    assert db_time_text(130) == "100 ms" and db_time_text(1500) == "1.5 s"
+    rates = [0.416, 0.419, 0.423, 0.4249]
+    said = {
+        steady_text(
+            Verdict(
+                "failure_rate", "export_crm", Level.CRIT, r, 0.3,
+                f"export_crm: failure rate {MEASURES['failure_rate'].shown(r)} > 30%",
+            )
+        )
+        for r in rates
+    }  # fmt: skip
+    assert said == {"export_crm: failure rate 42% > 30%"}
+    assert {_ms(v) for v in (851, 850, 846, 848)} == {"850ms"}
+    assert [_ms(v) for v in (None, 7.4, 99.6, 996, 4830)] == ["–", "7ms", "100ms", "1.0s", "4.8s"]

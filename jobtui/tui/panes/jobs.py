@@ -122,6 +122,8 @@ class JobsPane(Pane):
         self._offered: tuple[bool, bool] | None = None
         self._shown_for: JobFilter | None = None  # the filter of the rows on screen
         self._searching = False  # a text search goes on to older rows by itself
+        self._of = ""  # " of N" as the count line shows it, for the filter `_of_for`
+        self._of_for: JobFilter | None = None
         # job id → (what its cells show, its payload, the cells), from the last refresh
         self._row_cells: dict[int, tuple[tuple[object, ...], object, list[Text]]] = {}
 
@@ -293,6 +295,12 @@ class JobsPane(Pane):
         if self._exact is not None and self._exact[0] == self.flt:
             total = CappedCount(self._exact[1], capped=False)
         of = "" if total is None else f" of {total.text}"
+        if table.waiting and self._of_for == self.flt:
+            # While new rows wait (the table settles), the total waits with them: it changed on
+            # nearly every refresh of the live demo, a redraw of this line every 2 s; "new rows"
+            # below says at once that there is more.
+            of = self._of
+        self._of, self._of_for = of, self.flt
         parts: list[Text | str] = [Text("filter ", style="dim"), self._filter_text()]
         if self._shown_for != self.flt:
             # The rows below still answer the filter before: say so until the new ones come.

@@ -164,7 +164,15 @@ class KindScreen(Screen[None]):
     # --- keys -----------------------------------------------------------------------------
 
     def action_toggle_span(self) -> None:
+        """The other span. Said at once (its read takes a moment on a large history): the
+        title names the new span with "loading…" and the charts make way, until it comes."""
         self.span = "day" if self.span == "hour" else "hour"
+        title = title_line(self.kind, self.span, loading=True)
+        if self.info is not None:
+            lines = head(self.info).split("\n")
+            title = Text("\n").join([title, *lines[1:]])
+        self._set("#kind-head", title)
+        self._set("#kind-charts", Text(f"loading the {SPAN_TITLES[self.span]}…", style="dim"))
         self.reload()
 
     def action_jobs(self) -> None:
@@ -191,12 +199,18 @@ def _clock(at: datetime | None) -> str:
     return at.strftime("%Y-%m-%d %H:%M") if at is not None else "–"
 
 
+def title_line(kind: str, span: str, *, loading: bool = False) -> Text:
+    """`kind X   last hour, per minute (t: day)`, and `loading…` while its figures are read."""
+    line = Text.assemble(("kind ", "dim"), inert(kind, style="bold"))
+    line.append(f"   {SPAN_TITLES[span]} (t: {'day' if span == 'hour' else 'hour'})", style="dim")
+    if loading:
+        line.append("  loading…", style="bold")
+    return line
+
+
 def head(info: KindInfo) -> Text:
     """The kind, its state now, and what is wrong, first and in words."""
-    line = Text.assemble(("kind ", "dim"), inert(info.kind, style="bold"))
-    line.append(
-        f"   {SPAN_TITLES[info.span]} (t: {'day' if info.span == 'hour' else 'hour'})", style="dim"
-    )
+    line = title_line(info.kind, info.span)
     now = Text.assemble(
         ("now ", "dim"),
         f"{info.unfinished:,} unfinished: {info.ready:,} ready · {info.running:,} running · "

@@ -30,16 +30,24 @@ GLYPHS = {Level.CRIT: "✗ CRIT", Level.WARN: "! WARN"}
 
 
 def steady_text(f: Firing) -> str:
-    """The firing's line with its duration (oldest ready age, drain time) coarse: the line
-    `check` prints, except that it changes once a minute instead of every second."""
+    """The firing's line with its figure coarse: the line `check` prints, except that a
+    duration (oldest ready age, drain time) changes once a minute instead of every second and
+    a ratio (failure rate) in whole percent (`41.6%` → `42%`: under `jobtui demo` the tenth
+    changed on every refresh, a redraw of the line for a difference nobody acts on)."""
     measure = MEASURES[f.rule]
-    if measure.unit != "duration" or f.value is None or not math.isfinite(f.value):
+    if f.value is None or not math.isfinite(f.value):
+        return f.text
+    if measure.unit == "duration":
+        steady = coarse_age(f.value)
+    elif measure.unit == "ratio":
+        steady = f"{f.value:.0%}"
+    else:
         return f.text
     who = "" if f.kind == QUEUE else f"{f.kind}: "
     if not f.text.startswith(who):
         return f.text
     said = f.text[len(who) :]
-    return who + said.replace(measure.shown(f.value), coarse_age(f.value), 1)
+    return who + said.replace(measure.shown(f.value), steady, 1)
 
 
 def alarm_lines(app: App[object], firings: Sequence[Firing]) -> list[Text]:
