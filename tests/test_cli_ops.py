@@ -273,7 +273,7 @@ def test_kinds_limit_list_and_clear(dsn: str, conn: psycopg.Connection) -> None:
         run_cli("kinds", "limit", "mail", "--clear", "--rate", "1/s", dsn=dsn), 1, "--clear"
     )
     assert_one_error(run_cli("kinds", "limit", "mail", "--concurrency", "0", dsn=dsn), 2)
-    assert_one_error(run_cli("kinds", "limit", " ", "--concurrency", "2", dsn=dsn), 1, "kind")
+    assert_one_error(run_cli("kinds", "limit", " ", "--concurrency", "2", dsn=dsn), 2, "kind")
     assert_one_error(run_cli("kinds", "limit", "mail", "--rate", "0/s", dsn=dsn), 1, "rate")
     assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == before
 
