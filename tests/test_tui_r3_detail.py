@@ -56,3 +56,19 @@ async def test_detail_opened_by_deep_link_is_live(dsn: str, conn: psycopg.Connec
         assert "connecting" not in status.plain, status.plain
         loads = detail.loads
         await until(pilot, lambda: detail.loads >= loads + 2, timeout=5)  # it keeps reading
+
+
+async def test_detail_shows_the_effective_attempt_limit(dsn: str, conn: psycopg.Connection) -> None:
+    """Issue 26 item 7: a job enqueued with max_attempts 5 whose handler declares 2 reads
+    "attempts 0 of 2" (the engine's one rule: the handler's declared limit wins)."""
+    job = _ready_job(conn)
+    assert conn.execute("SELECT max_attempts FROM jobs WHERE id = %s", (job,)).fetchone() == (5,)
+    conn.execute(
+        "INSERT INTO kind_handlers (kind, max_attempts, timeout_s, backoff_base_s, backoff_cap_s,"
+        " declared_by) VALUES ('report', 2, NULL, 60, 3600, 'h:1:a')"
+    )
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        detail = await open_detail(app, pilot, "job", job)
+        await until(pilot, lambda: "attempts 0 of 2" in head(detail), timeout=5)
+        assert "of 5" not in head(detail)
