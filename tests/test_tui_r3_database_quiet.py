@@ -15,7 +15,6 @@ from test_tui_database import SMALL, open_database_tab
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.panes.pane import InfoLine
 
-
 WHAT: list[tuple[int, str]] = []  # (poll, what was redrawn), for the failure message
 
 
