@@ -108,13 +108,13 @@ SAMPLES_LATE = 2  # minutes: a sample this late means no worker writes them now
 
 
 def samples_stopped(snap: Snapshot) -> str | None:
-    """`stopped 14m ago` / `no samples (no worker)` when the queue samples (written by
+    """`stopped 14m ago` / `no worker samples` when the queue samples (written by
     workers) stopped, so a chart of them would be stale; None while they are current."""
     sampled = [i for i, p in enumerate(snap.history) if p.ready is not None]
     if not snap.history:
         return None
     if not sampled:
-        return "no samples (no worker)"
+        return "no worker samples"  # whole in a chart 26 columns wide (80 columns)
     late = len(snap.history) - 1 - sampled[-1]
     if late < SAMPLES_LATE:
         return None
