@@ -267,6 +267,7 @@ class JobsPane(Pane):
         )
         if self._searching:
             self.pages += 1
+            table.more_of_the_same()  # older matches, not new rows: held, they read "new rows"
             self.console.refresh_now()
         self._info()
         self._offer()
