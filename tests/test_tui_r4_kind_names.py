@@ -12,7 +12,7 @@ from jobtui.enqueue import JobSpec, enqueue_many
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.texts import kind_label
 
-KINDS = ["rebuild_search_index", "rebuild_search_cache"]
+KINDS = ["rebuild_search_index_full", "rebuild_search_index_part"]  # alike for 20 characters
 
 
 def test_kind_label() -> None:
@@ -21,7 +21,7 @@ def test_kind_label() -> None:
     assert kind_label("generate_invoice_monthly", ["send_email"], 15) == "generate_invoice_monthly"
     a, b = (kind_label(k, KINDS, 15) for k in KINDS)
     assert len(a) == len(b) == 15 and a != b, (a, b)
-    assert a.endswith("_index") and b.endswith("_cache") and "…" in a, (a, b)
+    assert a.endswith("x_full") and b.endswith("x_part") and "…" in a, (a, b)
 
 
 async def test_kinds_that_share_a_beginning_read_apart(dsn: str, conn: psycopg.Connection) -> None:
@@ -30,13 +30,13 @@ async def test_kinds_that_share_a_beginning_read_apart(dsn: str, conn: psycopg.C
         add_dead(conn, k, "E: boom")
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=(80, 24)) as pilot:
-        for tab in ("1", "2", "3"):
+        for tab in ("1", "2", "3", "4"):
             await pilot.press(tab)
-            await until(pilot, lambda: "_index" in "\n".join(screen_lines(app)))
+            await until(pilot, lambda: "_full" in "\n".join(screen_lines(app)))
             await pilot.pause(0.2)
             shown = "\n".join(screen_lines(app))
-            assert "_index" in shown and "_cache" in shown, (tab, shown)
-            assert "rebuild_search…" not in shown, (tab, shown)
+            assert "_full" in shown and "_part" in shown, (tab, shown)
+            assert "rebuild_search…" not in shown and "rebuild_search_in…" not in shown
 
 
 async def test_one_group_is_one_group(dsn: str, conn: psycopg.Connection) -> None:
