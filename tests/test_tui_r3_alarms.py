@@ -125,3 +125,19 @@ async def test_the_count_line_names_the_remapped_alarm_key(
         assert "A all" not in top[2], top
         await pilot.press("v")
         await until(pilot, lambda: isinstance(app.screen, AlarmsScreen))
+
+
+async def test_the_remapped_alarm_key_also_closes_the_alarms(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """The key that opens every alarm closes them again, as `A` does, also when remapped."""
+    _incident(conn)
+    app = JobtuiApp(dsn, "public", config=config(keymap={"overview.alarms": "v"}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        alarms = app.query_one("#alarms", AlarmList)
+        await until(pilot, lambda: len(alarms.firings) == 8)
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, AlarmsScreen))
+        await pilot.pause(0.1)
+        await pilot.press("v")
+        await until(pilot, lambda: not isinstance(app.screen, AlarmsScreen))

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 from test_tui_console import config, until
+from test_tui_layout import screen_lines
 
 from jobtui.enqueue import JobSpec, enqueue_many
 from jobtui.tui.app import JobtuiApp
@@ -43,4 +44,8 @@ async def test_no_samples_at_all(dsn: str, conn: psycopg.Connection) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         depth = app.query_one("#s-depth", Spark)
         await until(pilot, lambda: depth._values is not None and depth._values[-1] == 3)
-        assert str(depth.border_subtitle) == "no samples (no worker)", depth.border_subtitle
+        assert str(depth.border_subtitle) == "no worker samples", depth.border_subtitle
+        await pilot.pause(0.2)
+        # Whole at 80 columns, where each chart is 26 columns wide (it read "no samples (no work…").
+        shown = "\n".join(screen_lines(app))
+        assert shown.count("─ no worker samples ─") == 2, shown

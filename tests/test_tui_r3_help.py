@@ -9,6 +9,7 @@ from test_tui_console import config, until
 from test_tui_layout import screen_lines
 
 from jobtui.tui.app import JobtuiApp
+from jobtui.tui.keys import key_display
 from jobtui.tui.screens.help import HelpScreen
 
 # (description, the words that must be on its first line at each width)
@@ -42,3 +43,24 @@ async def test_help_descriptions_have_room(
         if size[0] >= 80:
             line = next(x for x in seen if "cancel marked jobs" in x)
             assert "the cursor" in line, line
+
+
+async def test_help_lists_only_keys_that_work_here_by_their_names(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """A console of one database lists no targets' keys (`0` and `!` do nothing there; they
+    read "exclamation_mark  Next in trouble", widening the keys column to 18), and the help key,
+    remapped, closes help as `?` does."""
+    app = JobtuiApp(dsn, "public", config=config(keymap={"help": "h"}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.polls >= 1)
+        await pilot.press("h")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause(0.2)
+        text = "\n".join(screen_lines(app))
+        assert "exclamation_mark" not in text, text
+        assert "Next in trouble" not in text and "targets.back" not in text, text
+        await pilot.press("h")
+        await until(pilot, lambda: not isinstance(app.screen, HelpScreen))
+    # In a target's console, where it works, `!` is named as the footer names it.
+    assert key_display("n,exclamation_mark") == "n !"

@@ -81,3 +81,29 @@ async def test_text_search_goes_on_to_older_rows(dsn: str, conn: psycopg.Connect
         # No `]` pressed: the search reaches the older rows by itself.
         await until(pilot, lambda: len(table.keys) == 50, timeout=20)
         assert "50 shown" in _info(app), _info(app)
+
+
+async def test_a_search_going_on_shows_its_older_matches_at_once(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """A search going on by itself through 150,000 jobs: its older matches are more of the
+    same answer, shown as they come, not held back for 20 s behind "new rows (any key shows
+    them)" (which read false: no job had arrived)."""
+    conn.execute("SELECT setval('jobs_id_seq', 12345670)")
+    conn.execute(
+        "INSERT INTO jobs (kind, payload) SELECT 'invoice', jsonb_build_object('n', g)"
+        " FROM generate_series(1, 150000) g"
+    )
+    conn.execute("ANALYZE jobs")
+    app = JobtuiApp(dsn, "public", config=config(refresh_s=2.0))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await goto(app, pilot, "2")
+        pane = app.query_one(JobsPane)
+        table = app.query_one("#jobs-table", KeyedTable)
+        await until(pilot, lambda: len(table.keys) > 0)
+        pane.set_filter(JobFilter(text="4242"))
+        # It goes on by itself (12, then 32, then 35 matches): every match found is shown.
+        await until(pilot, lambda: "searching" not in _info(app) and pane.flt.text == "4242")
+        await until(pilot, lambda: app.polls > 8)
+        assert "new rows" not in _info(app), _info(app)
+        assert table.waiting == 0, _info(app)

@@ -107,3 +107,24 @@ async def test_sixteen_colours_cursor_row_is_reverse_video(
             assert reverse and bg is None, (text, fg, bg, cells)
         # The critical age keeps its red, now as its background.
         assert next(fg for text, (fg, _, _) in cells if "40m" in text) in RED, cells
+
+
+async def test_sixteen_colours_keep_the_screen_behind_a_modal(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A modal's 60% background cannot be blended from the 16 ANSI colours: it blanked the whole
+    screen behind the filter prompt, the alarms and help (header and table gone)."""
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.delenv("COLORTERM", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    _incident(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(80, 24)) as pilot:
+        kinds = app.query_one("#kinds", KeyedTable)
+        await until(pilot, lambda: len(kinds.keys) == 8)
+        await pilot.press("2")
+        await pilot.pause(0.5)
+        await pilot.press("slash")
+        await pilot.pause(0.5)
+        lines = screen_lines(app)
+        assert "jobtui" in lines[0] and "Overview" in lines[1], lines

@@ -614,6 +614,8 @@ class JobtuiApp(App[int]):
             for b in bindings:
                 if not isinstance(b, Binding) or not b.id:
                     continue
+                if not self.check_action(b.action.split("(")[0], ()):
+                    continue  # a key that does nothing here (the targets' keys, one database)
                 text = HELP_TEXT.get(b.id, b.description or b.action)
                 out.append((key_display(keymap.get(b.id, b.key)), text, b.id))
             return out

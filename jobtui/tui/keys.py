@@ -13,6 +13,7 @@ KEY_NAMES = {
     "equals_sign": "=",
     "space": "space",
     "number_sign": "#",
+    "exclamation_mark": "!",
 }
 
 

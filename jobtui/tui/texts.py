@@ -7,6 +7,8 @@ content compare with `same` instead.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.text import Span, Text
 
 from jobtui.config import format_duration
@@ -83,6 +85,22 @@ def differing_part(text: str, others: list[str], width: int) -> str:
     tail = text[start : start + width - 1]
     out = "…" + tail
     return out if start + width - 1 >= len(text) else out[: width - 1] + "…"
+
+
+KIND_COLUMN_WIDTH = 15  # a kind column at most (Overview, Jobs, Dead letters), then `…`
+
+
+def kind_label(name: str, kinds: Iterable[str], width: int) -> str:
+    """A kind's name for a column `width` wide: the name itself (the table cuts its end with
+    `…`), unless another kind begins with the same `width - 1` characters. Then both would read
+    alike (`rebuild_search…`), so the name keeps its beginning and its end around an `…`:
+    `rebuil…h_index`, `rebuil…h_cache`."""
+    if width <= 1 or len(name) <= width:
+        return name
+    if not any(k != name and k[: width - 1] == name[: width - 1] for k in kinds):
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
 
 
 def drain_text(drain_s: float | None, not_draining: bool) -> str:

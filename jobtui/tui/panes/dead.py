@@ -44,7 +44,7 @@ from jobtui.tui.panes.pane import (
 )
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
-from jobtui.tui.texts import coarse_age, differing_part
+from jobtui.tui.texts import KIND_COLUMN_WIDTH, coarse_age, differing_part, kind_label
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 ALL = "*"
@@ -101,7 +101,7 @@ class DeadPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one("#dead-groups", KeyedTable).setup_columns(
-            Column("kind", "kind", 15, priority=0),
+            Column("kind", "kind", KIND_COLUMN_WIDTH, priority=0),
             Column("count", "count", 6, priority=0, fit=True),
             Column("sig", "error signature", 24, priority=0, flex=True),
             Column("last", "last", 6, priority=1, fit=True),
@@ -110,7 +110,7 @@ class DeadPane(Pane):
         self.query_one("#dead-rows", KeyedTable).settle_s = SETTLE_S
         self.query_one("#dead-rows", KeyedTable).setup_columns(
             Column("id", "id", 6, priority=0, fit=True),
-            Column("kind", "kind", 15, priority=0),
+            Column("kind", "kind", KIND_COLUMN_WIDTH, priority=0),
             Column("died", "died ago", 8, priority=1, fit=True),
             Column("error", "error", 20, priority=0, flex=True),
             Column("payload", "payload", 30, priority=2),
@@ -145,6 +145,7 @@ class DeadPane(Pane):
             return Text(coarse_age((now - ts).total_seconds()))
 
         self.groups = {group_key(g.kind, g.error_signature): g for g in data.groups}
+        kinds = {g.kind for g in data.groups} | {d.kind for d in data.rows}
         total = sum(g.count for g in data.groups)
         group_rows = [
             (
@@ -152,7 +153,10 @@ class DeadPane(Pane):
                 [
                     Text("(all)", style="bold"),
                     Text(f"{total:,}", style="bold"),
-                    Text(f"{len(data.groups)} groups", style=st.muted),
+                    Text(
+                        f"{len(data.groups)} group{'' if len(data.groups) == 1 else 's'}",
+                        style=st.muted,
+                    ),
                     Text(""),
                     Text(""),
                 ],
@@ -165,7 +169,7 @@ class DeadPane(Pane):
                 (
                     group_key(g.kind, g.error_signature),
                     [
-                        inert(g.kind, style="bold"),
+                        inert(kind_label(g.kind, kinds, KIND_COLUMN_WIDTH), style="bold"),
                         Text(f"{g.count:,}", style=st.error),
                         Text(differing_part(signature, signatures, sig_width)),
                         ago(g.last_seen),
@@ -184,7 +188,7 @@ class DeadPane(Pane):
                     str(d.id),
                     [
                         Text(str(d.id)),
-                        inert(d.kind, style="bold"),
+                        inert(kind_label(d.kind, kinds, KIND_COLUMN_WIDTH), style="bold"),
                         ago(d.died_at),
                         Text(differing_part(error, errors, error_width), style=st.danger),
                         Text(payload_preview(d.payload), style=st.muted),

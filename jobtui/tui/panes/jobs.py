@@ -53,7 +53,7 @@ from jobtui.tui.panes.pane import (
 )
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
-from jobtui.tui.texts import coarse_age
+from jobtui.tui.texts import KIND_COLUMN_WIDTH, coarse_age, kind_label
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
 COUNT_EVERY_S = 30.0
@@ -136,7 +136,7 @@ class JobsPane(Pane):
         self.query_one("#jobs-table", KeyedTable).settle_s = SETTLE_S
         self.query_one("#jobs-table", KeyedTable).setup_columns(
             Column("id", "id", 6, priority=0, fit=True),
-            Column("kind", "kind", 15, priority=0),
+            Column("kind", "kind", KIND_COLUMN_WIDTH, priority=0),
             Column("state", "state", 10, priority=0),
             Column("when", "when", 8, priority=1, fit=True),
             Column("error", "last error", 20, priority=0, flex=True, shrink=2),
@@ -205,7 +205,9 @@ class JobsPane(Pane):
         # Each row's cells are made again only when what they show changed: a refresh of
         # several pages made every cell of every row (most of `end`'s time at 900 rows).
         row_cells: dict[int, tuple[tuple[object, ...], object, list[Text]]] = {}
+        kinds = {*self.kinds, *(job.kind for job in data.rows)}
         for job in data.rows:
+            kind = kind_label(job.kind, kinds, KIND_COLUMN_WIDTH)
             state_style = {
                 "running": st.accent,
                 "retrying": st.warning,
@@ -223,14 +225,14 @@ class JobsPane(Pane):
                 when = coarse_age((now - job.run_at).total_seconds())
             state = "cancelling" if job.cancel_requested and job.state == "running" else job.state
             self.states[str(job.id)] = state
-            looks = (st, job.kind, state, when, job.last_error, job.attempts, job.max_attempts)
+            looks = (st, kind, state, when, job.last_error, job.attempts, job.max_attempts)
             kept = self._row_cells.get(job.id)
             if kept is not None and kept[0] == (*looks, job.locked_by) and kept[1] == job.payload:
                 cells = kept[2]  # as last time: the table skips it (KeyedTable.sync)
             else:
                 cells = [
                     Text(str(job.id)),
-                    inert(job.kind, style="bold"),
+                    inert(kind, style="bold"),
                     Text(state, style=state_style),
                     Text(when),
                     Text(
@@ -265,6 +267,7 @@ class JobsPane(Pane):
         )
         if self._searching:
             self.pages += 1
+            table.more_of_the_same()  # older matches, not new rows: held, they read "new rows"
             self.console.refresh_now()
         self._info()
         self._offer()

@@ -39,14 +39,14 @@ from jobtui.tui.keys import key_display
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.screens.alarms import AlarmsScreen
-from jobtui.tui.texts import coarse_age, coarse_seconds, drain_text
+from jobtui.tui.texts import KIND_COLUMN_WIDTH, coarse_age, coarse_seconds, drain_text, kind_label
 from jobtui.tui.widgets.alarms import AlarmList
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.widgets.tiles import Spark, Tile
 
 NARROW_BELOW = 80  # columns: tiles on one line each, below this
 SPARKS_FROM_ROWS = 24  # rows: sparklines only on a screen at least this tall
-KIND_WIDTH = (6, 15)  # the kind column fits the longest name within these widths
+KIND_WIDTH = (6, KIND_COLUMN_WIDTH)  # the kind column fits the longest name within these widths
 TILE_LEVEL = {Level.OK: "ok", Level.WARN: "warn", Level.CRIT: "crit"}
 TILE_NOTE = {Level.OK: "", Level.WARN: " !", Level.CRIT: " !!"}
 # Rules whose cell alone would not say it in the status column (fail, paused, exhausted and no
@@ -108,13 +108,13 @@ SAMPLES_LATE = 2  # minutes: a sample this late means no worker writes them now
 
 
 def samples_stopped(snap: Snapshot) -> str | None:
-    """`stopped 14m ago` / `no samples (no worker)` when the queue samples (written by
+    """`stopped 14m ago` / `no worker samples` when the queue samples (written by
     workers) stopped, so a chart of them would be stale; None while they are current."""
     sampled = [i for i, p in enumerate(snap.history) if p.ready is not None]
     if not snap.history:
         return None
     if not sampled:
-        return "no samples (no worker)"
+        return "no worker samples"  # whole in a chart 26 columns wide (80 columns)
     late = len(snap.history) - 1 - sampled[-1]
     if late < SAMPLES_LATE:
         return None
@@ -207,7 +207,14 @@ class OverviewPane(KindsPane):
         # By trouble (the rules firing for the kind), then by name: not by age, which changes
         # on every refresh and would re-sort the rows under the operator's cursor.
         kinds = sorted(snap.kinds, key=lambda k: (-trouble(k), k.kind))
-        rows = [(k.kind, self._cells(k, marks.get(k.kind, {}), st)) for k in kinds]
+        names = [k.kind for k in kinds]
+        rows = [
+            (
+                k.kind,
+                self._cells(k, kind_label(k.kind, names, KIND_WIDTH[1]), marks.get(k.kind, {}), st),
+            )
+            for k in kinds
+        ]
         self._fit_kind_column([row[0] for _, row in rows])
         self.query_one("#kinds", KeyedTable).sync(rows)
 
@@ -264,8 +271,11 @@ class OverviewPane(KindsPane):
         self.query_one("#s-done", Spark).set(done, "", compact(max(done, default=0)))
 
     @staticmethod
-    def _cells(k: KindFigures, fired: Mapping[str, Level], st: CellStyles) -> list[Text]:
-        """One kind's cells, each rule's level marking the cell of the figure it judges."""
+    def _cells(
+        k: KindFigures, label: str, fired: Mapping[str, Level], st: CellStyles
+    ) -> list[Text]:
+        """One kind's cells (`label`: its name as shown), each rule's level marking the cell of
+        the figure it judges."""
 
         def level(rule: str) -> Level:
             return fired.get(rule, Level.OK)
@@ -298,7 +308,7 @@ class OverviewPane(KindsPane):
         drain = drain_text(k.drain_s, k.not_draining)
         drain_style = level_style(level("drain_time"), st, "bold" if k.not_draining else "")
         return [
-            inert(k.kind, style=row_style or "bold"),
+            inert(label, style=row_style or "bold"),
             Text(compact(k.ready), style=row_style),
             Text(", ".join(notes) or "ok", style=status_style),
             Text(

@@ -36,12 +36,13 @@ from jobtui.tui.host import KindChosen
 from jobtui.tui.palette import CellStyles, cell_styles
 from jobtui.tui.panes.kinds import KindsPane, limit_text
 from jobtui.tui.panes.pane import WrappingInfo
-from jobtui.tui.texts import coarse_age
+from jobtui.tui.texts import coarse_age, kind_label
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 from jobtui.tui.worker_actions import WORKER_ACTIONS, WorkerControlAsked
 
 WORKER_KEYS = ("quiet_worker", "stop_worker")  # about the workers table's cursor
 KIND_KEYS = ("toggle_pause_kind", "set_limits")  # about the kinds table's cursor
+WORKER_KIND_WIDTH = 18  # the kinds table's kind column, then `…` (see kind_label)
 
 
 def quiet_key_action(w: WorkerRow) -> str | None:
@@ -87,7 +88,7 @@ class WorkersPane(KindsPane):
             Column("up", "up", 6, priority=4, fit=True),
         )
         self.query_one("#worker-kinds", KeyedTable).setup_columns(
-            Column("kind", "kind", 18, priority=0),
+            Column("kind", "kind", WORKER_KIND_WIDTH, priority=0),
             Column("state", "state", 7, priority=0),
             Column("workers", "workers", 7, priority=0, fit=True),
             Column("ready", "ready", 7, priority=1, fit=True),
@@ -143,7 +144,7 @@ class WorkersPane(KindsPane):
                 (
                     name,
                     [
-                        inert(name, style="bold"),
+                        inert(kind_label(name, names, WORKER_KIND_WIDTH), style="bold"),
                         Text(
                             "PAUSED" if paused else "active",
                             style=st.warning if paused else st.success,

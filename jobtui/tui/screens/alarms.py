@@ -4,7 +4,7 @@ The Overview's alarm list shows the first few and counts the rest; this shows th
 scrollable, as they were when it opened (the list behind it stays live).
 
 BINDINGS:
-    esc / q / A   close
+    esc / q / A   close (A: the `overview.alarms` key, as remapped)
     j / k         scroll
 """
 
@@ -28,7 +28,8 @@ from jobtui.tui.widgets.alarms import alarm_lines
 class AlarmsScreen(ScrollModal):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="alarms.close"),
-        Binding("A", "close", "Close", show=False),
+        # The key that opened it closes it: the same id, so a remapped `overview.alarms` does too.
+        Binding("A", "close", "Close", show=False, id="overview.alarms"),
     ]
     box_id = "alarms-box"
 

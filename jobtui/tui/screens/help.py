@@ -24,7 +24,8 @@ Section = tuple[str, list[tuple[str, str, str]]]  # (title, [(keys, description,
 class HelpScreen(ScrollModal):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="help.close"),
-        Binding("question_mark", "close", "Close", show=False),
+        # The key that opened it closes it: the same id, so a remapped `help` does too.
+        Binding("question_mark", "close", "Close", show=False, id="help"),
     ]
     box_id = "help-box"
 

@@ -598,6 +598,11 @@ class KeyedTable(DataTable[Text]):
         self._new_view = True
         self.ghost = None
 
+    def more_of_the_same(self) -> None:
+        """The next rows add to these (a search going on by itself): they are shown at once,
+        as after a key, not held as live changes (`waiting`, "new rows")."""
+        self._touched = True
+
     def clear_marks(self) -> None:
         changed = bool(self.marked)
         old, self.marked = self.marked, set()
