@@ -75,7 +75,7 @@ async def test_live_figures_are_held_then_drawn_on_a_key(
             await pilot.pause(0.3)
         polls = app.polls - first
         assert polls >= 4, polls  # refreshes that would each have redrawn
-        # at most one redraw of the figures in 4 s (one every 6 s), not one per refresh
+        # at most one redraw of the figures in 4 s (one every 10 s), not one per refresh
         assert len(drawn) <= 1, (sorted(drawn), polls, WHAT[:12])
         # a key draws the figures as they are with the next refresh
         await pilot.press("j")

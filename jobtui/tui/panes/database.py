@@ -60,7 +60,7 @@ ACTION_KIND = {
 QUERY_WIDTH = 150
 NAME_WIDTH = 40  # a gid may be 200 characters: the tab cuts it (…), the confirmation does not
 FIRST_TABLES = ("jobs", "dead_letters")  # the queue itself first, then the rest by name
-FIGURES_EVERY_S = 6.0  # seconds: the live figures' redraw while nothing to act on changed
+FIGURES_EVERY_S = 10.0  # seconds: the live figures' redraw while nothing to act on changed
 FIGURE = re.compile(r"\d[\d.,%]*")  # the figures in a warning: they alone do not redraw it
 
 
