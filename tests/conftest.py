@@ -97,15 +97,32 @@ def empty_dsn(pg_server_dsn: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture
-def dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database of this test's own."""
+def _own_database(pg_server_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database, dropped after the test."""
     name = _fresh_db(pg_server_dsn, template_db)
     try:
         yield with_db(pg_server_dsn, name)
     finally:
         with _admin(pg_server_dsn) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database of this test's own."""
+    yield from _own_database(pg_server_dsn, template_db)
+
+
+@pytest.fixture
+def second_dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
+    """Another database of this test's own (tests over several targets)."""
+    yield from _own_database(pg_server_dsn, template_db)
+
+
+@pytest.fixture
+def third_dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
+    """A third database of this test's own."""
+    yield from _own_database(pg_server_dsn, template_db)
 
 
 @pytest.fixture

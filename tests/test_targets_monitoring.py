@@ -13,7 +13,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import _admin, _fresh_db, with_db
 from psycopg.types.json import Jsonb
 from targets_support import closed_port_dsn, locked, read_only_role, write_config
 from test_cli_monitoring import parse_prometheus
@@ -21,19 +20,6 @@ from test_cli_support import assert_one_error, run_cli
 
 from jobtui.console_config import ConfigError, parse_console_config
 from jobtui.targets import TargetError, select
-
-
-@pytest.fixture
-def second_dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
-    name = _fresh_db(pg_server_dsn, template_db)
-    try:
-        yield with_db(pg_server_dsn, name)
-    finally:
-        with _admin(pg_server_dsn) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-third_dsn = second_dsn  # the same fixture, a database of its own
 
 
 def _dead(dsn: str, n: int, kind: str = "export_crm") -> None:

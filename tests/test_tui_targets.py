@@ -11,12 +11,10 @@ import contextlib
 import re
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import _admin, _fresh_db, with_db
 from psycopg import conninfo
 from targets_support import closed_port_dsn, locked, read_only_role, write_config
 from test_tui_console import SIZE, add_dead, config, rendered, until
@@ -29,19 +27,6 @@ from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
 from jobtui.tui.targets_screen import DOWN, NEXT, OK, SLOW, WARN, Row, TargetsApp, Watch, cells
 from jobtui.tui.widgets.status import StatusBar
-
-
-@pytest.fixture
-def second_dsn(pg_server_dsn: str, template_db: str) -> Iterator[str]:
-    name = _fresh_db(pg_server_dsn, template_db)
-    try:
-        yield with_db(pg_server_dsn, name)
-    finally:
-        with _admin(pg_server_dsn) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-third_dsn = second_dsn
 
 
 def _rows(app: TargetsApp) -> dict[str, list[str]]:
