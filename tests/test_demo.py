@@ -39,12 +39,19 @@ def demo_root() -> Iterator[Path]:
     try:
         yield base / "demo"
     finally:
+        _stop_processes_using(base)  # a failed test must not leave a server running
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _processes_using(path: Path) -> list[str]:
-    """Command lines of live processes that mention `path` (servers, workers)."""
-    found = []
+def _stop_processes_using(path: Path) -> None:
+    for pid in _processes_using(path):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _processes_using(path: Path) -> dict[int, str]:
+    """Command lines of live processes that mention `path` (servers, workers), by pid."""
+    found = {}
     marker = str(path).encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -55,7 +62,7 @@ def _processes_using(path: Path) -> list[str]:
         except (OSError, IndexError):
             continue
         if marker in cmd and state != "Z":
-            found.append(cmd.replace(b"\0", b" ").decode(errors="replace"))
+            found[int(entry.name)] = cmd.replace(b"\0", b" ").decode(errors="replace")
     return found
 
 
@@ -63,7 +70,7 @@ def _assert_nothing_left(root: Path) -> None:
     deadline = time.monotonic() + 10
     while _processes_using(root) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_using(root) == []
+    assert _processes_using(root) == {}
     assert not (root / "pg" / "postmaster.pid").exists()
     assert not (root / "worker.pid").exists()
     assert not (root / "dsn").exists()
@@ -192,6 +199,71 @@ def test_demo_console_opens_and_quits_cleanly(demo_root: Path) -> None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
         os.close(master)
+    _assert_nothing_left(root)
+
+
+def test_a_hung_up_demo_stops_its_worker_and_database(demo_root: Path) -> None:
+    """An SSH link that drops closes the terminal and sends SIGHUP: the console is gone, and the
+    demo must stop its worker and embedded server as `q` would, not leave them running."""
+    root = demo_root
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(
+        _demo(root),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=clean_env(TERM="xterm-256color"),
+        start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and b"send_email" not in seen:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+        assert b"send_email" in seen, seen[-2000:]
+        assert (root / "pg" / "postmaster.pid").exists()
+        os.close(master)  # the terminal goes away first, as when the link drops
+        master = -1
+        proc.send_signal(signal.SIGHUP)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        if master >= 0:
+            os.close(master)
+    _assert_nothing_left(root)
+
+
+def test_a_hung_up_headless_demo_stops_cleanly(demo_root: Path) -> None:
+    """`jobtui demo --headless` in a shell that goes away (SIGHUP) stops as on SIGTERM."""
+    root = demo_root
+    proc = subprocess.Popen(
+        _demo(root, "--no-console"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=clean_env(),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (root / "dsn").exists():
+            time.sleep(0.2)
+        assert (root / "dsn").exists()
+        proc.send_signal(signal.SIGHUP)
+        proc.wait(60)
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
     _assert_nothing_left(root)
 
 

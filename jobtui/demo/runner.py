@@ -71,11 +71,20 @@ def default_data_dir(env: dict[str, str] | None = None, *, euid: int | None = No
 
 
 def _say(text: str) -> None:
-    print(f"jobtui demo: {text}", file=sys.stderr, flush=True)
+    # After a hang-up the terminal is gone and writing to it fails (EIO): the demo still has
+    # its worker and server to stop, so a lost line must not cut the clean-up short.
+    with contextlib.suppress(OSError, ValueError):
+        print(f"jobtui demo: {text}", file=sys.stderr, flush=True)
+
+
+def _report(line: str) -> None:
+    """A headless summary line on stdout, which may be a terminal that hung up (see _say)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, flush=True)
 
 
 class _Stop:
-    """Set by SIGTERM/SIGINT in headless mode; the console handles its own keys."""
+    """Set by SIGTERM/SIGINT/SIGHUP in headless mode; the console handles its own keys."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -187,13 +196,19 @@ def another_terminal(dsn: str, root: Path, custom_dir: bool) -> list[str]:
 
 
 def _console(console: ConsoleRunner, dsn: str, schema: str) -> int:
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    """Run the console; SIGTERM, and SIGHUP (the SSH link or the terminal went away), end it
+    as Ctrl-C would, so the caller still stops the worker and the embedded server."""
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in _STOP_SIGNALS}
     try:
         return int(console(dsn, schema) or 0)
     except KeyboardInterrupt:
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -208,8 +223,7 @@ def _headless(
     worker: subprocess.Popen[bytes],
     since: datetime,
 ) -> int:
-    old_term = signal.signal(signal.SIGTERM, stop)
-    old_int = signal.signal(signal.SIGINT, stop)
+    previous = {sig: signal.signal(sig, stop) for sig in (*_STOP_SIGNALS, signal.SIGINT)}
     try:
         deadline = time.monotonic() + seconds if seconds > 0 else None
         next_report = time.monotonic() + 5
@@ -221,14 +235,14 @@ def _headless(
                     _say(f"the worker exited with code {worker.returncode}; see worker.log")
                     return 1
                 if time.monotonic() >= next_report:
-                    print(_summary(conn, schema, since), flush=True)
+                    _report(_summary(conn, schema, since))
                     next_report += 5
                 stop.event.wait(0.2)
-            print(_summary(conn, schema, since), flush=True)
+            _report(_summary(conn, schema, since))
         return 0
     finally:
-        signal.signal(signal.SIGTERM, old_term)
-        signal.signal(signal.SIGINT, old_int)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _summary(conn: psycopg.Connection, schema: str, since: datetime) -> str:
