@@ -164,28 +164,42 @@ def _read(path: Path) -> str:
         return ""
 
 
-def test_demo_console_opens_and_quits_cleanly(demo_root: Path) -> None:
-    """The real console on a pseudo-terminal: it draws, `q` quits, everything stops."""
-    root = demo_root
+def _console_demo(root: Path, rows: int, cols: int) -> tuple[subprocess.Popen[bytes], int]:
+    """The demo's console on a pseudo-terminal of that size, read until its first kinds show.
+    Textual draws on stderr: all three go to the terminal, as they would for a person."""
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = clean_env(TERM="xterm-256color")
-    # Textual draws on stderr: all three go to the terminal, as they would for a person.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     proc = subprocess.Popen(
-        _demo(root), stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+        _demo(root),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=clean_env(TERM="xterm-256color"),
+        start_new_session=True,
     )
     os.close(slave)
     seen = b""
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and b"send_email" not in seen:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                seen += os.read(master, 65536)
+            except OSError:
+                break
+    if b"send_email" not in seen:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        os.close(master)
+        raise AssertionError(seen[-2000:])
+    return proc, master
+
+
+def test_demo_console_opens_and_quits_cleanly(demo_root: Path) -> None:
+    """The real console on a pseudo-terminal: it draws, `q` quits, everything stops."""
+    root = demo_root
+    proc, master = _console_demo(root, 40, 120)
     try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and b"send_email" not in seen:
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    seen += os.read(master, 65536)
-                except OSError:
-                    break
-        assert b"send_email" in seen, seen[-2000:]
         os.write(master, b"q")
         end = time.monotonic() + 30
         while proc.poll() is None and time.monotonic() < end:
@@ -206,39 +220,16 @@ def test_a_hung_up_demo_stops_its_worker_and_database(demo_root: Path) -> None:
     """An SSH link that drops closes the terminal and sends SIGHUP: the console is gone, and the
     demo must stop its worker and embedded server as `q` would, not leave them running."""
     root = demo_root
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    proc = subprocess.Popen(
-        _demo(root),
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=clean_env(TERM="xterm-256color"),
-        start_new_session=True,
-    )
-    os.close(slave)
-    seen = b""
+    proc, master = _console_demo(root, 24, 80)
     try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and b"send_email" not in seen:
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    seen += os.read(master, 65536)
-                except OSError:
-                    break
-        assert b"send_email" in seen, seen[-2000:]
         assert (root / "pg" / "postmaster.pid").exists()
         os.close(master)  # the terminal goes away first, as when the link drops
-        master = -1
         proc.send_signal(signal.SIGHUP)
         proc.wait(60)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
-        if master >= 0:
-            os.close(master)
     _assert_nothing_left(root)
 
 
