@@ -147,16 +147,18 @@ def _spliced(q: Queries, text: str) -> str:
 
 
 def phased_read(params: dict[str, Any]) -> bool:
-    """Whether a jobs read with these filter parameters goes through each phase's indexes.
+    """Whether a jobs count or text search with these filter parameters goes through each
+    phase's indexes (a page of jobs always does: browse_jobs_page).
 
-    Since migration 0020 the indexes by kind, of waiting rows in id order and of running rows
-    hold one phase each (the unique keys' two indexes: unfinished and finished rows), so a kind,
-    a unique key or a state set is read phase by phase and merged: each
-    state's test folds away in the phases it cannot match. Finished rows in id order come from
-    the primary key, from the newest finished id down (job_phase_finished), so a set with
-    succeeded jobs is phased too: read whole, its test of a `CASE` over the columns was
-    estimated at a few thousand rows of 2M and planned as a sort of the whole table. No filter
-    at all is not phased: every row matches, and the primary key serves them newest first.
+    Since migration 0020 the indexes by kind and of running rows hold one phase each (the
+    unique keys' two indexes: unfinished and finished rows; since 0025 waiting rows have none
+    in id order, only the claim's and run_at's), so a kind, a unique key or a state set is read
+    phase by phase and merged: each state's test folds away in the phases it cannot match.
+    Finished rows in id order come from the primary key, from the newest finished id down
+    (job_phase_finished), so a set with succeeded jobs is phased too: read whole, its test of a
+    `CASE` over the columns was estimated at a few thousand rows of 2M and planned as a sort of
+    the whole table. No filter at all is not phased: every row matches, and the primary key
+    serves them newest first.
     """
     if params["kind"] is not None or params["unique_key"] is not None:
         return True  # each phase has an index by kind, and one by unique key
