@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import psycopg
 import pytest
@@ -134,7 +134,13 @@ def page_order(conn: psycopg.Connection, ids: Iterable[int]) -> list[int]:
     return running + waiting + finished
 
 
-async def all_pages(aconn: psycopg.AsyncConnection, flt: JobFilter, limit: int = 2) -> list[int]:
+async def all_pages(
+    aconn: psycopg.AsyncConnection,
+    flt: JobFilter,
+    limit: int = 2,
+    between: Callable[[int], None] | None = None,
+) -> list[int]:
+    """Every page's ids, walked as the console does; `between(n)` runs after page n (from 1)."""
     seen: list[int] = []
     before = None
     pages = 0
@@ -146,6 +152,8 @@ async def all_pages(aconn: psycopg.AsyncConnection, flt: JobFilter, limit: int =
         if page.next_before is None:
             return seen
         assert page.next_before == page.rows[-1].id
+        if between is not None:
+            between(pages)
         before = page.next_before
 
 

@@ -110,8 +110,17 @@ d.last_error, d.errors, d.reason, d.died_at, d.error_signature, d.unique_key
 -- finished rows shown are those finished by `c_listed_at`, when the listing's first page was
 -- read (a row finished later, shown or not, is left out; one retried, from running back to
 -- waiting, can still come twice). `jobtui_rank`, `jobtui_cursor_run_at` and
--- `jobtui_listed_at` are what the next cursor is made of.
-SELECT p.*, coalesce(%(c_listed_at)s::text, now()::text) AS jobtui_listed_at FROM (
+-- `jobtui_listed_at` are what the next cursor is made of. `c_listed_at` is the first page's
+-- now(), or the newest finished_at if later: rows finished before the listing began can carry
+-- a finished_at past now() (the server's clock stepped back, a restore from a host whose clock
+-- ran ahead), and the first page, which has no bound, shows them; later pages must too (one
+-- probe of jobs_finished; until the clock catches up, a row that finishes during the walk may
+-- then come twice, never none).
+SELECT p.*,
+       coalesce(%(c_listed_at)s::text,
+                greatest(now(), (SELECT max(f.finished_at) FROM __schema__.jobs f
+                                 WHERE f.finished_at IS NOT NULL))::text) AS jobtui_listed_at
+FROM (
   (SELECT 0 AS jobtui_rank, j.run_at::text AS jobtui_cursor_run_at, __job_columns__
    FROM __job_phase_running__ j
    WHERE (%(c_rank)s::int IS NULL OR (%(c_rank)s::int = 0 AND j.id < %(c_id)s::bigint))
