@@ -87,14 +87,19 @@ def explain(conn: psycopg.Connection, flt: JobFilter, cursor: browse.JobCursor |
     return "\n".join(r[0] for r in rows)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def setup(doc: str | None) -> tuple[argparse.Namespace, Bench]:
+    """The command line of a benchmark over `fill`'s data set (its sizes, the admin DSN)."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     ap.add_argument("--waiting", type=int, default=200_000)
     ap.add_argument("--finished", type=int, default=300_000)
     ap.add_argument("--kinds", type=int, default=20)
     ap.add_argument("--dsn", default=ADMIN_DSN)
     args = ap.parse_args()
-    bench = Bench(args.dsn, quick=False, runs=1, origin="JOBTUI_BENCH_DSN")
+    return args, Bench(args.dsn, quick=False, runs=1, origin="JOBTUI_BENCH_DSN")
+
+
+def main() -> None:
+    args, bench = setup(__doc__)
     try:
         with (
             bench.fresh_db("browse_waiting") as dsn,
