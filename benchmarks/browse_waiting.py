@@ -55,7 +55,7 @@ def fill(conn: psycopg.Connection, waiting: int, finished: int, kinds: int) -> N
     conn.execute(
         """INSERT INTO jobs (kind, payload, priority, run_at)
            SELECT 'k' || (g %% %(kinds)s), jsonb_build_object('n', g), (g %% 4) * 5,
-                  now() - interval '1 hour' + ((g * 7919) %% 7200) * interval '1 second'
+                  now() - interval '1 hour' + ((g::bigint * 7919) %% 7200) * interval '1 second'
            FROM generate_series(1, %(n)s) g""",
         {"n": waiting, "kinds": kinds},
     )
