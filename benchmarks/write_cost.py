@@ -11,6 +11,11 @@ connections, on the variants of benchmarks/floor.py plus one (each its own datab
   jobtui schema, claim indexes only    no triggers, every index dropped but the primary key
                                        and the claim's
   jobtui schema, claim indexes only, triggers on
+  jobtui schema as of 0024             the real schema with the two indexes of waiting rows in
+                                       id order that migration 0025 dropped put back: a waiting
+                                       row entered seven indexes, not five
+  jobtui schema as of 0024, no count triggers
+                                       the same, triggers disabled: the indexes' part alone
   jobtui schema, jobtui's own statements
                                        the real schema, the product's own statements: the
                                        enqueue API, the worker's claim (worker_claim, one job)
@@ -66,7 +71,16 @@ from jobtui.sql import queries
 ADMIN_DSN = "postgresql://root@127.0.0.1:5432/postgres"
 INDEXES_ONLY = "jobtui schema, claim indexes only, triggers on"
 OWN = "jobtui schema, jobtui's own statements"
-VARIANTS = (ARTICLE, FULL, NO_TRIGGERS, CLAIM_ONLY, INDEXES_ONLY, OWN)
+AT_0024 = "jobtui schema as of 0024"
+AT_0024_NT = "jobtui schema as of 0024, no count triggers"
+# What migration 0025 dropped, as 0024_baseline.sql made it.
+DROPPED_BY_0025 = (
+    "CREATE INDEX jobs_waiting_id ON jobs (id) WHERE finished_at IS NULL AND locked_at IS NULL",
+    "CREATE INDEX jobs_waiting_kind_id ON jobs (kind, id)"
+    " WHERE finished_at IS NULL AND locked_at IS NULL",
+)
+VARIANTS = (ARTICLE, AT_0024, FULL, AT_0024_NT, NO_TRIGGERS, CLAIM_ONLY, INDEXES_ONLY, OWN)
+SETUP_AS = {INDEXES_ONLY: CLAIM_ONLY, OWN: FULL, AT_0024: FULL, AT_0024_NT: NO_TRIGGERS}
 WRITES = ("insert + notify", "claim one", "complete one")
 CLAIM_ONE = (
     "UPDATE jobs SET locked_at = now(), attempts = attempts + 1 WHERE id = ("
@@ -216,10 +230,13 @@ def main() -> None:
                     for i, v in enumerate(VARIANTS)
                 }
                 for v, dsn in dsns.items():
-                    setup({INDEXES_ONLY: CLAIM_ONLY, OWN: FULL}.get(v, v), dsn)
+                    setup(SETUP_AS.get(v, v), dsn)
                     with psycopg.connect(dsn, autocommit=True) as conn:
                         if v == INDEXES_ONLY:
                             conn.execute("ALTER TABLE jobs ENABLE TRIGGER USER")
+                        if v in (AT_0024, AT_0024_NT):
+                            for ddl in DROPPED_BY_0025:
+                                conn.execute(ddl)
                         if args.in_server:
                             conn.execute(in_server_procedure(v))
                         conn.execute("ANALYZE jobs")

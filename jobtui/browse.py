@@ -1,9 +1,12 @@
 """Keyset-paged reads for the console and the CLI: jobs, dead letters, groups, counts.
 
-Pages go newest first (`id DESC`) and continue with `before=page.next_before` until it is None,
-so no call ever loads a whole table (a text search examines a bounded scope per page). Filters
-travel as parameters; the statements run unprepared so that each is planned with its own values
-and picks the index that fits (see `sql/browse.sql`).
+Pages continue with `before=page.next_before` until it is None, so no call ever loads a whole
+table (a text search examines a bounded scope per page). Dead letters and a text search of jobs
+go newest first (`id DESC`). Jobs otherwise go as an operator reads a queue: running rows
+first, then waiting rows in claim order (priority DESC, run_at, id: what runs next comes
+first), then finished rows newest first; their `next_before` is a JobCursor, an id that also
+knows its place in that order. Filters travel as parameters; the statements run unprepared so
+that each is planned with its own values and picks the index that fits (see `sql/browse.sql`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,56 @@ class InvalidFilter(ValueError):
     """A filter or paging argument that cannot be applied as given."""
 
 
+# Where a row stands in a page of jobs (browse_jobs_page): running, waiting, finished.
+RANK_RUNNING, RANK_WAITING, RANK_FINISHED = 0, 1, 2
+
+
+class JobCursor(int):
+    """Where a page of jobs ended: the last row's id, as an int (what callers keep and pass
+    back as `before`), that also knows the row's place in the page order: its phase `rank`
+    and, for a waiting row, its `priority` and `run_at` (as PostgreSQL spells it: exact, and
+    infinite dates too); and `listed_at`, when the listing's first page was read (see
+    browse_jobs_page). A bare int as `before` is placed by reading that row (job_position).
+    """
+
+    rank: int
+    priority: int | None
+    run_at: str | None
+    listed_at: str | None
+
+    def __new__(
+        cls,
+        job_id: int,
+        rank: int,
+        priority: int | None = None,
+        run_at: str | None = None,
+        listed_at: str | None = None,
+    ) -> JobCursor:
+        cursor = super().__new__(cls, job_id)
+        cursor.rank, cursor.priority, cursor.run_at = rank, priority, run_at
+        cursor.listed_at = listed_at
+        return cursor
+
+    def params(self) -> dict[str, Any]:
+        waiting = self.rank == RANK_WAITING
+        return {
+            "c_rank": self.rank,
+            "c_id": int(self),
+            "c_priority": self.priority if waiting else None,
+            "c_run_at": self.run_at if waiting else None,
+            "c_listed_at": self.listed_at,
+        }
+
+
+NO_CURSOR = {
+    "c_rank": None,
+    "c_id": None,
+    "c_priority": None,
+    "c_run_at": None,
+    "c_listed_at": None,
+}
+
+
 PHASES = ("waiting", "running", "finished")
 _UNION = re.compile(r"__union:([a-z0-9_]+)__")
 
@@ -71,7 +124,10 @@ def statement(schema: str, name: str, phased: bool = False) -> str:
             "(" + rows.replace("__job_phase__", q[f"job_phase_{p}"]) + ")" for p in PHASES
         )
 
-    return _UNION.sub(union, _spliced(q, q[name])).replace("__job_rows__", q.job_rows)
+    text = _UNION.sub(union, _spliced(q, q[name])).replace("__job_rows__", q.job_rows)
+    for p in PHASES:
+        text = text.replace(f"__job_phase_{p}__", q[f"job_phase_{p}"])
+    return text
 
 
 def _spliced(q: Queries, text: str) -> str:
@@ -84,22 +140,25 @@ def _spliced(q: Queries, text: str) -> str:
         .replace("__job_text__", q.browse_job_text)
         .replace("__filter_order_desc__", q.browse_filter_order.replace("__dir__", "DESC"))
         .replace("__filter_order_asc__", q.browse_filter_order.replace("__dir__", "ASC"))
+        .replace("__claim_order__", q.browse_claim_order)
         .replace("__dead_where__", q.browse_dead_where)
         .replace("__dead_text__", q.browse_dead_text)
     )
 
 
 def phased_read(params: dict[str, Any]) -> bool:
-    """Whether a jobs read with these filter parameters goes through each phase's indexes.
+    """Whether a jobs count or text search with these filter parameters goes through each
+    phase's indexes (a page of jobs always does: browse_jobs_page).
 
-    Since migration 0020 the indexes by kind, of waiting rows in id order and of running rows
-    hold one phase each (the unique keys' two indexes: unfinished and finished rows), so a kind,
-    a unique key or a state set is read phase by phase and merged: each
-    state's test folds away in the phases it cannot match. Finished rows in id order come from
-    the primary key, from the newest finished id down (job_phase_finished), so a set with
-    succeeded jobs is phased too: read whole, its test of a `CASE` over the columns was
-    estimated at a few thousand rows of 2M and planned as a sort of the whole table. No filter
-    at all is not phased: every row matches, and the primary key serves them newest first.
+    Since migration 0020 the indexes by kind and of running rows hold one phase each (the
+    unique keys' two indexes: unfinished and finished rows; since 0025 waiting rows have none
+    in id order, only the claim's and run_at's), so a kind, a unique key or a state set is read
+    phase by phase and merged: each state's test folds away in the phases it cannot match.
+    Finished rows in id order come from the primary key, from the newest finished id down
+    (job_phase_finished), so a set with succeeded jobs is phased too: read whole, its test of a
+    `CASE` over the columns was estimated at a few thousand rows of 2M and planned as a sort of
+    the whole table. No filter at all is not phased: every row matches, and the primary key
+    serves them newest first.
     """
     if params["kind"] is not None or params["unique_key"] is not None:
         return True  # each phase has an index by kind, and one by unique key
@@ -291,16 +350,46 @@ async def list_jobs(
     before: int | None = None,
     limit: int = 100,
 ) -> Page[JobRow]:
-    """One page of jobs matching `flt`, newest first, with ids below `before`.
+    """One page of jobs matching `flt`: running first (newest first), then waiting in claim
+    order (priority DESC, run_at, id), then finished (newest first); after `before`, the
+    `next_before` (a JobCursor) of the page before.
 
-    With `flt.text` the page may be short yet continue (see SEARCH_SCOPE).
+    With `flt.text` the page goes newest first with ids below `before`, and may be short yet
+    continue (see SEARCH_SCOPE).
     """
     params = {**job_filter_params(flt), "before": _before(before), "limit": _limit(limit)}
-    page, search = (
-        statement(schema, n, phased_read(params))
-        for n in ("browse_jobs_page", "browse_jobs_search_page")
+    if params["pattern"] is not None:
+        phased = phased_read(params)
+        sql = statement(schema, "browse_jobs_search_page", phased)
+        found, after = await _search(conn, sql, params, params["limit"], serial=phased)
+        return Page(rows=[job_row(r) for r in found], next_before=after)
+    cursor = await job_position(conn, schema, params["before"])
+    params.update(cursor.params() if cursor is not None else NO_CURSOR)
+    rows = await fetch_dicts(conn, statement(schema, "browse_jobs_page"), params, serial=True)
+    if len(rows) < params["limit"]:
+        return Page(rows=[job_row(r) for r in rows], next_before=None)
+    last = rows[-1]
+    nxt = JobCursor(
+        last["id"],
+        last["jobtui_rank"],
+        last["priority"],
+        last["jobtui_cursor_run_at"],
+        last["jobtui_listed_at"],
     )
-    return await _list(conn, page, search, params, job_row, serial=phased_read(params))
+    return Page(rows=[job_row(r) for r in rows], next_before=nxt)
+
+
+async def job_position(
+    conn: psycopg.AsyncConnection, schema: str, before: int | None
+) -> JobCursor | None:
+    """`before` as a JobCursor: itself, or a bare id placed where that job stands now (one
+    gone, say pruned, is placed among the finished rows)."""
+    if before is None or isinstance(before, JobCursor):
+        return before
+    rows = await fetch_dicts(conn, statement(schema, "browse_job_position"), {"id": before})
+    if not rows:
+        return JobCursor(before, RANK_FINISHED)
+    return JobCursor(before, rows[0]["rank"], rows[0]["priority"], rows[0]["run_at"])
 
 
 async def get_job(conn: psycopg.AsyncConnection, schema: str, job_id: int) -> JobRow | None:

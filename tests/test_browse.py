@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import psycopg
 import pytest
@@ -118,7 +118,29 @@ def jobs_fixture(conn: psycopg.Connection) -> dict[str, list[int]]:
     return ids
 
 
-async def all_pages(aconn: psycopg.AsyncConnection, flt: JobFilter, limit: int = 2) -> list[int]:
+def page_order(conn: psycopg.Connection, ids: Iterable[int]) -> list[int]:
+    """`ids` in the order of a page of jobs: running rows newest first, then waiting rows in
+    claim order (priority DESC, run_at, id), then finished rows newest first."""
+    rows = conn.execute(
+        "SELECT id, finished_at IS NOT NULL, locked_at IS NOT NULL, priority,"
+        " extract(epoch FROM run_at)::float8"
+        " FROM jobs WHERE id = ANY(%s)",
+        (list(ids),),
+    ).fetchall()
+    running = sorted((r[0] for r in rows if r[2] and not r[1]), reverse=True)
+    waiting = [r[0] for r in sorted((r for r in rows if not r[1] and not r[2]),
+                                    key=lambda r: (-r[3], r[4], r[0]))]  # fmt: skip
+    finished = sorted((r[0] for r in rows if r[1]), reverse=True)
+    return running + waiting + finished
+
+
+async def all_pages(
+    aconn: psycopg.AsyncConnection,
+    flt: JobFilter,
+    limit: int = 2,
+    between: Callable[[int], None] | None = None,
+) -> list[int]:
+    """Every page's ids, walked as the console does; `between(n)` runs after page n (from 1)."""
     seen: list[int] = []
     before = None
     pages = 0
@@ -130,13 +152,15 @@ async def all_pages(aconn: psycopg.AsyncConnection, flt: JobFilter, limit: int =
         if page.next_before is None:
             return seen
         assert page.next_before == page.rows[-1].id
+        if between is not None:
+            between(pages)
         before = page.next_before
 
 
 async def test_list_jobs_pages_through_each_state_filter(
-    aconn: psycopg.AsyncConnection, jobs_fixture: dict[str, list[int]]
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection, jobs_fixture: dict[str, list[int]]
 ) -> None:
-    everything = sorted({i for v in jobs_fixture.values() for i in v}, reverse=True)
+    everything = page_order(conn, {i for v in jobs_fixture.values() for i in v})
     assert await all_pages(aconn, JobFilter()) == everything
     f = jobs_fixture
     # DESIGN.md's states: a retry is `retrying` and also `ready` (due) or `scheduled` (later).
@@ -150,7 +174,7 @@ async def test_list_jobs_pages_through_each_state_filter(
     }
     for state, ids in expected.items():
         got = await all_pages(aconn, JobFilter(states=(state,)))
-        assert got == sorted(ids, reverse=True), state
+        assert got == page_order(conn, ids), state
         page = await browse.list_jobs(aconn, S, JobFilter(states=(state,)), limit=100)
         for r in page.rows:  # the row's one-word state names the retry as such
             assert r.state == (
@@ -161,7 +185,7 @@ async def test_list_jobs_pages_through_each_state_filter(
         assert page.next_before is None
         assert await browse.count_jobs(aconn, S, JobFilter(states=(state,))) == len(got)
     both = await all_pages(aconn, JobFilter(states=("running", "cancelled")), limit=1)
-    assert both == sorted(jobs_fixture["running"] + jobs_fixture["cancelled"], reverse=True)
+    assert both == page_order(conn, jobs_fixture["running"] + jobs_fixture["cancelled"])
 
 
 async def test_list_jobs_by_kind_and_state_and_text(
@@ -169,11 +193,10 @@ async def test_list_jobs_by_kind_and_state_and_text(
 ) -> None:
     kinds: dict[int, str] = dict(conn.execute("SELECT id, kind FROM jobs").fetchall())
     emails = await all_pages(aconn, JobFilter(kind="email"), limit=3)
-    assert emails == sorted((i for i, k in kinds.items() if k == "email"), reverse=True)
+    assert emails == page_order(conn, (i for i, k in kinds.items() if k == "email"))
     ready_reports = await all_pages(aconn, JobFilter(kind="report", states=("ready",)), limit=1)
-    assert ready_reports == sorted(
-        (i for i in jobs_fixture["ready"] + jobs_fixture["retrying"] if kinds[i] == "report"),
-        reverse=True,
+    assert ready_reports == page_order(
+        conn, (i for i in jobs_fixture["ready"] + jobs_fixture["retrying"] if kinds[i] == "report")
     )
     # Error text, case-insensitive, with a literal % in it.
     assert await all_pages(aconn, JobFilter(text="BOOM 50%")) == sorted(
@@ -497,14 +520,18 @@ async def test_page_queries_use_their_indexes(
         return "\n".join(r[0] for r in rows)
 
     def jobs_plan(flt: JobFilter) -> str:
-        params = {**browse.job_filter_params(flt), "before": None, "limit": 100}
-        return plan("browse_jobs_page", params, browse.phased_read(params))
+        params = {**browse.job_filter_params(flt), **browse.NO_CURSOR, "limit": 100}
+        return plan("browse_jobs_page", params, True)
 
     assert "jobs_running" in jobs_plan(JobFilter(states=("running",)))
     assert "jobs_cancelled_id" in jobs_plan(JobFilter(states=("cancelled",)))
     ready = jobs_plan(JobFilter(states=("ready",)))  # some index of waiting rows only
-    assert any(f"using {i} " in ready for i in ("jobs_waiting_id", "jobs_claim", "jobs_pending"))
-    assert "Index Scan Backward using jobs_pkey" in jobs_plan(JobFilter())
+    assert any(f"using {i} " in ready for i in ("jobs_claim", "jobs_pending")), ready
+    # No filter: running rows, waiting rows through an index of them only (claim order at
+    # scale, benchmarks/browse_waiting.py), finished rows down the primary key.
+    everything = jobs_plan(JobFilter())
+    assert "Seq Scan on jobs" not in everything and "Backward using jobs_pkey" in everything
+    assert any(f"using {i} " in everything for i in ("jobs_claim", "jobs_pending")), everything
     # Migration 0020: a kind's rows in every state, each phase through an index of that phase
     # only: finished rows (most of the table) by kind; waiting rows (few here) through whichever
     # index of waiting rows the estimates favour; running rows (fewer) through jobs_running.

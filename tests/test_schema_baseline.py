@@ -4,7 +4,8 @@ The baseline must build exactly what those files built: tests/data/schema_v24.tx
 normalised description (jobtui.schema.describe) of the schema they built, made with
 `tools/schema_describe.py DSN --fresh` before they were deleted (the same text on PostgreSQL 15
 and 18). A database they migrated records their versions and is at the baseline; one they left
-at an older version is refused with a one-line message, nothing changed.
+at an older version is refused with a one-line message, nothing changed. Later migrations are
+held apart by `migrate(..., up_to=24)` (tests/test_schema_v25.py holds the next).
 """
 
 from __future__ import annotations
@@ -73,7 +74,14 @@ def test_the_baseline_is_the_first_migration_and_version_24() -> None:
 
 def test_the_describe_tool_on_a_fresh_schema_prints_the_old_files_schema(empty_dsn: str) -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "schema_describe.py"), empty_dsn, "--fresh"],
+        [
+            sys.executable,
+            str(ROOT / "tools" / "schema_describe.py"),
+            empty_dsn,
+            "--fresh",
+            "--up-to",
+            "24",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -88,7 +96,7 @@ def test_the_baseline_builds_what_migrations_0001_to_0024_built(
     empty_dsn: str, schema: str
 ) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert [m.version for m in migrate(conn, schema)] == [24]
+        assert [m.version for m in migrate(conn, schema, up_to=24)] == [24]
         assert describe(conn, schema) == SNAPSHOT.read_text("utf-8")
 
 
@@ -105,7 +113,7 @@ def test_on_the_articles_table_the_baseline_builds_the_same_and_counts_its_rows(
         conn.execute("UPDATE jobs SET attempts = 5 WHERE id % 13 = 0")
         conn.execute("UPDATE jobs SET locked_at = now() WHERE id % 7 = 0")
         conn.execute("UPDATE jobs SET finished_at = now() WHERE id % 11 = 0")
-        assert [m.version for m in migrate(conn, "public")] == [24]
+        assert [m.version for m in migrate(conn, "public", up_to=24)] == [24]
         assert describe(conn, "public") == SNAPSHOT.read_text("utf-8")
         counted = conn.execute(
             "SELECT kind, state, sum(n)::int FROM jobtui_job_counts()"
@@ -122,24 +130,32 @@ def test_a_database_the_old_files_migrated_is_at_the_baseline_and_nothing_runs_a
     empty_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        migrate(conn, "public")
+        migrate(conn, "public", up_to=24)
         _recorded_by_the_old_files(conn, 24)
         conn.execute("INSERT INTO jobs (kind, payload) VALUES ('kept', '{}')")
+    # The baseline does not run again: only the migrations after it.
+    shipped = load_migrations()
+    after = [m for m in shipped if m.version > 24]
+    out = assert_ok(run_cli("migrate", dsn=empty_dsn))
+    names = ", ".join(f"{m.version:04d}_{m.name}" for m in after)
+    assert f"to version {shipped[-1].version} (applied {names})" in out, out
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
         before = describe(conn, "public")
     out = assert_ok(run_cli("migrate", dsn=empty_dsn))
-    assert "schema public is up to date (version 24)" in out
+    assert f"schema public is up to date (version {shipped[-1].version})" in out
     out = assert_ok(run_cli("migrate", "--dry-run", dsn=empty_dsn))
     assert out.startswith("-- schema public is up to date")
-    # A migration numbered after the baseline applies on top of it, and only that one.
+    # A migration numbered after the last applies on top of it, and only that one.
+    nxt = shipped[-1].version + 1
     extra = Migration(
-        25, "test_only_after_baseline", "CREATE TABLE __schema__.jobtui_test_after (x int)"
+        nxt, "test_only_after_baseline", "CREATE TABLE __schema__.jobtui_test_after (x int)"
     )
-    shipped = load_migrations()
     monkeypatch.setattr(migrator, "load_migrations", lambda: [*shipped, extra])
     assert main(["--dsn", empty_dsn, "migrate"]) == 0
-    assert "to version 25 (applied 0025_test_only_after_baseline)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"to version {nxt} (applied {nxt:04d}_test_only_after_baseline)" in out
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert _versions(conn) == [v for v, _ in OLD_FILES] + [25]
+        assert _versions(conn) == [v for v, _ in OLD_FILES] + [m.version for m in after] + [nxt]
         conn.execute("DROP TABLE jobtui_test_after")
         assert describe(conn, "public") == before
         assert conn.execute("SELECT kind FROM jobs").fetchall() == [("kept",)]
@@ -150,7 +166,7 @@ def test_a_database_at_an_older_version_is_refused_in_one_line_and_left_alone(
     empty_dsn: str, dry_run: bool
 ) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        migrate(conn, "public")
+        migrate(conn, "public", up_to=24)
         _recorded_by_the_old_files(conn, 20)
         before = describe(conn, "public")
     args = ["migrate", "--dry-run"] if dry_run else ["migrate"]

@@ -54,12 +54,13 @@ class RowCommands:
     actions: Sequence[tuple[str, str, Handler]]  # (name, help, handler)
     every: str  # what `--all` covers, e.g. "pending job"
     example_filter: str  # filter flags for the actions' examples
+    order: str = "newest first"  # the order `list` shows rows in (jobtui.browse)
 
     def register(self, commands: Commands) -> None:
         group, sub = self.group, commands.group(self.group, self.help, *self.examples)
         p = sub.add(
             "list",
-            f"List {self.what}, newest first.",
+            f"List {self.what}, {self.order}.",
             self.list_,
             f"jobtui {group} list --kind send_email --limit 20",
             f"jobtui {group} list --json",

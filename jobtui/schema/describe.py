@@ -5,7 +5,8 @@ its body), trigger, view and grant of `schema`, one item each, sorted, with the 
 spelled `__schema__`. Two schemas with the same description behave the same for every statement
 jobtui runs. tools/schema_describe.py prints it; tests/test_schema_baseline.py compares the
 baseline's with tests/data/schema_v24.txt, the description of the schema the 24 migration files
-built before they were folded into the baseline.
+built before they were folded into the baseline; tests/test_schema_v25.py the baseline and 0025
+with tests/data/schema_v25.txt.
 """
 
 from __future__ import annotations

@@ -378,17 +378,22 @@ def recognise_version(conn: psycopg.Connection, schema: str) -> int | None:
     in order, to an empty scratch schema that is rolled back); None when none matches.
 
     Objects an operator added (an extra index, say) do not stop the match: a version matches
-    when every object it creates is present exactly as it creates it.
+    when every object it creates is present exactly as it creates it, and none of those the
+    migration dropped or replaced is.
     """
     have = _fingerprint(conn, schema)
     probe = f"jobtui_probe_{secrets.token_hex(6)}"
     found: int | None = None
+    built: set[str] = set()
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(queries(probe).migrate_create_probe_schema)
             for migration in load_migrations():
                 conn.execute(migration.for_schema(probe))
-                if _fingerprint(conn, probe) <= have:
+                before, built = built, _fingerprint(conn, probe)
+                # What the migration dropped or replaced must be gone too: else a schema one
+                # version older (0025 only drops indexes) would match the newer version.
+                if built <= have and not (before - built) & have:
                     found = migration.version
     except psycopg.errors.InsufficientPrivilege as exc:
         raise MigrationRefused(
@@ -437,26 +442,37 @@ class MigrateResult:
     analyzed: bool = True
 
 
-def migrate(conn: psycopg.Connection, schema: str, lock: LockWait | None = None) -> list[Migration]:
+def migrate(
+    conn: psycopg.Connection,
+    schema: str,
+    lock: LockWait | None = None,
+    *,
+    up_to: int | None = None,
+) -> list[Migration]:
     """Apply pending migrations in one transaction; return those applied (maybe none).
 
     `conn` must not be inside a transaction. Safe to call from several processes at once.
-    Without `lock` it waits for locks as long as it takes; with one, see LockWait.
+    Without `lock` it waits for locks as long as it takes; with one, see LockWait. `up_to`
+    stops after that version (the tests that hold a version's schema to its description).
     """
-    return migrate_report(conn, schema, lock).applied
+    return migrate_report(conn, schema, lock, up_to=up_to).applied
 
 
 def migrate_report(
-    conn: psycopg.Connection, schema: str, lock: LockWait | None = None
+    conn: psycopg.Connection,
+    schema: str,
+    lock: LockWait | None = None,
+    *,
+    up_to: int | None = None,
 ) -> MigrateResult:
     """`migrate`, also saying whether a restored schema's version table was repaired first.
 
     Raises MigrationBlocked when every try of `lock` ran out of lock time (nothing applied).
     """
     if lock is None or lock.timeout_s <= 0:
-        applied, recognised = _apply(conn, schema, None, None)
+        applied, recognised = _apply(conn, schema, None, None, up_to)
     else:
-        applied, recognised = _apply_with_retries(conn, schema, lock)
+        applied, recognised = _apply_with_retries(conn, schema, lock, up_to)
     analyzed = True
     if applied:
         # After the commit: ANALYZE reads a sample of `jobs` (a second or more on a large
@@ -476,7 +492,7 @@ def migrate_report(
 
 
 def _apply_with_retries(
-    conn: psycopg.Connection, schema: str, lock: LockWait
+    conn: psycopg.Connection, schema: str, lock: LockWait, up_to: int | None
 ) -> tuple[list[Migration], Recognised | None]:
     """Try `lock.retries + 1` times, each bounded by `lock.timeout_s` per lock."""
     watch_conn: psycopg.Connection | None = None
@@ -491,7 +507,7 @@ def _apply_with_retries(
         while True:
             tries += 1
             try:
-                return _apply(conn, schema, lock, watch)
+                return _apply(conn, schema, lock, watch, up_to)
             except _LOCK_WAIT_ERRORS:
                 seen = watch.seen if watch is not None else None
                 if tries > lock.retries:
@@ -506,7 +522,11 @@ def _apply_with_retries(
 
 
 def _apply(
-    conn: psycopg.Connection, schema: str, lock: LockWait | None, watch: _BlockerWatch | None
+    conn: psycopg.Connection,
+    schema: str,
+    lock: LockWait | None,
+    watch: _BlockerWatch | None,
+    up_to: int | None = None,
 ) -> tuple[list[Migration], Recognised | None]:
     """One try: the pending migrations in one transaction (rolled back if anything fails)."""
     q = queries(schema)
@@ -533,7 +553,11 @@ def _apply(
                 recognised = _repair_version_table(conn, schema)
                 done = set(recognised.recorded)
             refuse_before_baseline(done, schema)
-            todo = [m for m in load_migrations() if m.version not in done]
+            todo = [
+                m
+                for m in load_migrations()
+                if m.version not in done and (up_to is None or m.version <= up_to)
+            ]
             if not done:
                 check_existing_jobs_table(conn, schema)
             for migration in todo:

@@ -1,4 +1,5 @@
--- Read queries of the console and the CLI: keyset pages (newest first), counts, groups.
+-- Read queries of the console and the CLI: keyset pages (newest first; jobs in the order of
+-- browse_jobs_page: running, waiting in claim order, finished), counts, groups.
 --
 -- `browse_job_where`, `browse_job_text`, `browse_dead_where` and `browse_dead_text` are filter
 -- fragments, not statements: jobtui.browse splices them where a statement says `__job_where__`,
@@ -94,16 +95,86 @@ greatest(least(d.run_at, '9999-12-31 23:59:59+00'::timestamptz),
 d.last_error, d.errors, d.reason, d.died_at, d.error_signature, d.unique_key
 
 -- name: browse_jobs_page
-SELECT p.* FROM (__union:browse_jobs_page_rows__) p ORDER BY p.id DESC LIMIT %(limit)s
-
--- name: browse_jobs_page_rows
-SELECT __job_columns__
-FROM __job_phase__ j
-WHERE (%(before)s::bigint IS NULL OR j.id < %(before)s::bigint)
-  AND __job_where__
-  AND __job_text__
-ORDER BY __filter_order_desc__
+-- A keyset page of jobs in the console's order: running rows (few) newest first, then waiting
+-- rows in claim order (priority DESC, run_at, id: what runs next comes first), then finished
+-- rows newest first. Each phase is read through its own index (job_phase_* in common.sql) and
+-- the runs merged. Waiting rows come from the claim's own indexes, jobs_claim (priority DESC,
+-- run_at, id) or for a kind jobs_claim_kind (kind, priority DESC, …): migration 0025 dropped the
+-- waiting rows' indexes in id order, which only this page needed. The page continues after the
+-- cursor (jobtui.browse.JobCursor): `c_rank` the phase of the last row (0 running, 1 waiting,
+-- 2 finished), `c_id` its id, and for a waiting row `c_priority` and `c_run_at` (run_at as
+-- text: exact, and infinite dates too). Within its priority a waiting cursor continues on
+-- (run_at, id) as one index condition, the lower priorities in a second run from their start:
+-- never a walk over the rows already shown. A row moves forward in this order when it finishes
+-- (a waiting or running row already shown would come again among the finished ones), so the
+-- finished rows shown are those finished by `c_listed_at`, when the listing's first page was
+-- read (a row finished later, shown or not, is left out; one retried, from running back to
+-- waiting, can still come twice). `jobtui_rank`, `jobtui_cursor_run_at` and
+-- `jobtui_listed_at` are what the next cursor is made of. `c_listed_at` is the first page's
+-- now(), or the newest finished_at if later: rows finished before the listing began can carry
+-- a finished_at past now() (the server's clock stepped back, a restore from a host whose clock
+-- ran ahead), and the first page, which has no bound, shows them; later pages must too (one
+-- probe of jobs_finished; until the clock catches up, a row that finishes during the walk may
+-- then come twice, never none).
+SELECT p.*,
+       coalesce(%(c_listed_at)s::text,
+                greatest(now(), (SELECT max(f.finished_at) FROM __schema__.jobs f
+                                 WHERE f.finished_at IS NOT NULL))::text) AS jobtui_listed_at
+FROM (
+  (SELECT 0 AS jobtui_rank, j.run_at::text AS jobtui_cursor_run_at, __job_columns__
+   FROM __job_phase_running__ j
+   WHERE (%(c_rank)s::int IS NULL OR (%(c_rank)s::int = 0 AND j.id < %(c_id)s::bigint))
+     AND __job_where__ AND __job_text__
+   ORDER BY __filter_order_desc__
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT 1, j.run_at::text, __job_columns__
+   FROM __job_phase_waiting__ j
+   WHERE %(c_rank)s::int = 1 AND j.priority = %(c_priority)s::int
+     AND (j.run_at, j.id) > (%(c_run_at)s::timestamptz, %(c_id)s::bigint)
+     AND __job_where__ AND __job_text__
+   ORDER BY __claim_order__
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT 1, j.run_at::text, __job_columns__
+   FROM __job_phase_waiting__ j
+   WHERE (%(c_rank)s::int IS NULL OR %(c_rank)s::int = 0
+          OR (%(c_rank)s::int = 1 AND j.priority < %(c_priority)s::int))
+     AND __job_where__ AND __job_text__
+   ORDER BY __claim_order__
+   LIMIT %(limit)s)
+  UNION ALL
+  (SELECT 2, j.run_at::text, __job_columns__
+   FROM __job_phase_finished__ j
+   WHERE (%(c_rank)s::int IS NULL OR %(c_rank)s::int < 2 OR j.id < %(c_id)s::bigint)
+     AND (%(c_listed_at)s::timestamptz IS NULL OR j.finished_at <= %(c_listed_at)s::timestamptz)
+     AND __job_where__ AND __job_text__
+   ORDER BY __filter_order_desc__
+   LIMIT %(limit)s)
+) p
+ORDER BY p.jobtui_rank,
+         CASE WHEN p.jobtui_rank = 1 THEN p.priority END DESC,
+         CASE WHEN p.jobtui_rank = 1 THEN p.jobtui_cursor_run_at::timestamptz END,
+         CASE WHEN p.jobtui_rank = 1 THEN p.id END,
+         CASE WHEN p.jobtui_rank <> 1 THEN p.id END DESC
 LIMIT %(limit)s
+
+-- name: browse_claim_order
+-- A fragment: the claim order of waiting rows (spliced in as __claim_order__), after the kind
+-- and the unique key when asked for (as browse_filter_order): jobs_claim_kind serves a kind,
+-- jobs_claim all kinds.
+CASE WHEN %(kind)s::text IS NULL THEN NULL ELSE j.kind END,
+CASE WHEN %(unique_key)s::text IS NULL THEN NULL ELSE j.unique_key END,
+j.priority DESC, j.run_at, j.id
+
+-- name: browse_job_position
+-- Where the job with this id stands in browse_jobs_page's order, for a page continued from a
+-- bare id (a caller that kept only the id of the last row it saw).
+SELECT CASE WHEN j.finished_at IS NOT NULL THEN 2 WHEN j.locked_at IS NOT NULL THEN 0 ELSE 1 END
+         AS rank,
+       j.priority, j.run_at::text AS run_at
+FROM __schema__.jobs j
+WHERE j.id = %(id)s
 
 -- name: browse_job_by_id
 SELECT __job_columns__
