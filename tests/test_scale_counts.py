@@ -244,6 +244,21 @@ def test_the_fold_merges_delta_rows_and_keeps_flow_of_the_window(
     assert flow.fetchall() == [("mail", 50, 0)]
 
 
+def test_one_statement_spread_over_a_month_folds_its_own_count_rows(
+    conn: psycopg.Connection,
+) -> None:
+    """Reminders inserted in one statement, due over the next 30 days, with no worker (whose
+    housekeeper folds) and no other writer: the statement folds its own delta rows, so the
+    snapshot sums O(kinds) rows at once, not one per kind and due minute until some later
+    writer's 1-in-64 fold. Counts stay exact."""
+    for kind in ("remind", "expire"):
+        # 3,000 due minutes each (generate_series is the row's number)
+        insert(conn, kind, 3000, "now() + interval '10 minutes' * generate_series")
+    rows = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    assert rows is not None and rows[0] < 500, rows
+    assert check(conn)["remind"]["scheduled"] == 3000
+
+
 async def test_dead_letter_groups_from_counts_equal_the_grouped_rows(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
