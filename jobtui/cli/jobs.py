@@ -38,8 +38,8 @@ def register(commands: Commands) -> None:
         group="jobs",
         what="jobs",
         help="Jobs: list, show, why, cancel, run now, rerun.",
-        order="running first, then waiting ones next to run first, then finished ones newest "
-        "first (with --error, newest first)",
+        order="running first, then waiting ones in claim order (priority, due time, id), then "
+        "finished ones newest first (with --error, newest first)",
         examples=(
             "jobtui jobs list --state ready --kind send_email",
             "jobtui jobs show 42",
