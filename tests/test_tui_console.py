@@ -218,19 +218,19 @@ async def test_group_requeue_counts_and_marked_delete(dsn: str, conn: psycopg.Co
 
 async def test_cancel_job(dsn: str, conn: psycopg.Connection) -> None:
     enqueue_many(conn, [JobSpec("email.send", {"n": i}) for i in range(3)])
-    newest = max(job_ids(conn))
+    first = min(job_ids(conn))  # due together: claim order puts the first enqueued on top
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=SIZE) as pilot:
         await goto(app, pilot, "2")
         jobs = table(app, "#jobs-table")
         await until(pilot, lambda: len(jobs.keys) == 3)
-        assert jobs.current_key == str(newest)
+        assert jobs.current_key == str(first)
         await pilot.press("c")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("1")
         await until(pilot, lambda: "Cancelled 1 job." in notifications(app))
         row = conn.execute(
-            "SELECT cancelled_at, finished_at FROM jobs WHERE id = %s", (newest,)
+            "SELECT cancelled_at, finished_at FROM jobs WHERE id = %s", (first,)
         ).fetchone()
         assert row is not None and row[0] is not None and row[1] is not None
         others = conn.execute("SELECT count(*) FROM jobs WHERE cancelled_at IS NULL").fetchone()
@@ -238,12 +238,13 @@ async def test_cancel_job(dsn: str, conn: psycopg.Connection) -> None:
         # The Jobs tab shows unfinished jobs: the cancelled one stays under the cursor, struck
         # through, until the cursor moves; with every job shown (a) it reads "cancelled".
         await fresh(app, pilot)
-        assert jobs.on_ghost and str(newest) not in jobs.keys
+        assert jobs.on_ghost and str(first) not in jobs.keys
         await pilot.press("a")
         await until(pilot, lambda: "cancelled" in rendered(jobs))
 
-        # The detail view of another job: its facts, and cancel from there.
-        await pilot.press("down", "enter")
+        # The detail view of another job (the top row: a ready one; the cancelled one went
+        # below, with the finished rows): its facts, and cancel from there.
+        await pilot.press("home", "enter")
         await until(
             pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.row is not None
         )
@@ -302,7 +303,8 @@ async def test_paging_marks_and_cursor_survive_refresh(dsn: str, conn: psycopg.C
         await pilot.press("G")  # the cursor reaching the end loads the next page
         await until(pilot, lambda: len(jobs.keys) == 12)
         assert not app.query_one("#jobs-pane").more  # type: ignore[attr-defined]
-        assert [int(k) for k in jobs.keys] == sorted(job_ids(conn), reverse=True)
+        in_claim_order = conn.execute("SELECT id FROM jobs ORDER BY priority DESC, run_at, id")
+        assert [int(k) for k in jobs.keys] == [r[0] for r in in_claim_order]
 
         # Refreshes never stack: a burst of requests while one runs becomes one more poll.
         pane = app.query_one("#jobs-pane")
@@ -327,8 +329,10 @@ async def test_paging_marks_and_cursor_survive_refresh(dsn: str, conn: psycopg.C
         await pilot.press("home", "down", "space")
         marked = jobs.keys[1]
         cursor = jobs.current_key
-        enqueue_many(conn, [JobSpec("bulk", {"new": True})])  # a new row arrives at the top
+        # A new row arrives at the top: it runs first (a higher priority).
+        enqueue_many(conn, [JobSpec("bulk", {"new": True}, priority=1)])
         await until(pilot, lambda: len(jobs.keys) == 13)
+        assert jobs.keys[0] == str(max(job_ids(conn)))
         assert jobs.marked == {marked}
         assert jobs.current_key == cursor
 

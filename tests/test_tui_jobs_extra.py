@@ -83,13 +83,15 @@ async def test_count_is_capped_until_asked_exactly(dsn: str, conn: psycopg.Conne
 async def test_o_goes_to_the_oldest_ready_job_beyond_the_first_page(
     dsn: str, conn: psycopg.Connection
 ) -> None:
-    # The oldest ready jobs have the lowest ids: pages (newest first) reach them last.
+    # Pages go in claim order (priority first): the ready jobs that have waited longest have
+    # the lowest priorities, so the pages reach them last.
     sms = add_jobs(conn, "sms", 2, run_at="now() - interval '5 hours' + interval '1 minute' * g")
     # Older than every ready job but not ready: running, exhausted, and scheduled ones.
     add_jobs(conn, "mail", 1, run_at="now() - interval '9 hours'", locked_at="now()")
     add_jobs(conn, "mail", 1, run_at="now() - interval '9 hours'", attempts="3", max_attempts="3")
-    # Ready mail jobs: the first inserted (lowest id) has waited longest.
-    mail = add_jobs(conn, "mail", 8, run_at="now() - interval '1 minute' * (100 - g)")
+    # Ready mail jobs: the first inserted (lowest id) has waited longest, and runs last of them
+    # (priorities 1..8, above the sms jobs' 0).
+    mail = add_jobs(conn, "mail", 8, run_at="now() - interval '1 minute' * (100 - g)", priority="g")
     add_jobs(conn, "sms", 1, run_at="now() + interval '1 hour'")
     add_jobs(conn, "later", 1, run_at="now() + interval '1 hour'")  # no ready job at all
     assert await_oldest(conn, None) == sms[0] and await_oldest(conn, "mail") == mail[0]
@@ -98,7 +100,7 @@ async def test_o_goes_to_the_oldest_ready_job_beyond_the_first_page(
         await goto(app, pilot, "2")
         jobs = table(app, "#jobs-table")
         await until(pilot, lambda: len(jobs.keys) == 3)
-        assert str(sms[0]) not in jobs.keys  # the newest page does not hold it
+        assert str(sms[0]) not in jobs.keys  # the first page does not hold it
         await pilot.press("o")
         await until(pilot, lambda: jobs.current_key == str(sms[0]))
         assert f"oldest ready #{sms[0]}: beyond the pages" in info(app)
@@ -109,9 +111,13 @@ async def test_o_goes_to_the_oldest_ready_job_beyond_the_first_page(
         await pilot.press("o")
         await until(pilot, lambda: jobs.current_key == str(mail[0]))
         assert {jobs.get_cell(k, "kind").plain for k in jobs.keys} == {"mail"}
-        # Claimed by a worker: it is no longer the oldest ready one, and leaves the top.
+        # Claimed by a worker: it is no longer ready (it leaves these ready rows), and the
+        # next-oldest ready mail job, also pages away, takes its place; `o` goes to it.
         conn.execute("UPDATE jobs SET locked_at = now() WHERE id = %s", (mail[0],))
         await until(pilot, lambda: str(mail[0]) not in jobs.keys and str(mail[1]) in jobs.keys)
+        await pilot.press("o")
+        await until(pilot, lambda: jobs.current_key == str(mail[1]))
+        assert f"oldest ready #{mail[1]}: beyond the pages" in info(app)
         # A kind with no ready job: said, and the cursor stays where it is.
         await filter_jobs(app, pilot, "kind:later")
         await until(pilot, lambda: len(jobs.keys) == 1)
@@ -158,25 +164,25 @@ async def test_copy_and_save_from_the_rows_of_jobs_and_dead_letters(
         jobs = table(app, "#jobs-table")
         await until(pilot, lambda: len(jobs.keys) == 2)
         await pilot.press("down")
-        assert jobs.current_key == str(job_ids[0])  # newest first: the second row
+        assert jobs.current_key == str(job_ids[1])  # claim order: the second row
         sent = record_writes(app)
         await pilot.press("y")
         dialog = await confirm(pilot)
         assert choices(dialog)[:2] == [
-            f"1  id of job #{job_ids[0]}",
-            f"2  payload of job #{job_ids[0]}",
+            f"1  id of job #{job_ids[1]}",
+            f"2  payload of job #{job_ids[1]}",
         ]
         await pilot.press("1")
-        await until(pilot, lambda: noted(app, f"Sent the id of job #{job_ids[0]}"))
-        assert app.clipboard == str(job_ids[0])
-        assert f"\x1b]52;c;{base64.b64encode(str(job_ids[0]).encode()).decode()}\a" in sent
+        await until(pilot, lambda: noted(app, f"Sent the id of job #{job_ids[1]}"))
+        assert app.clipboard == str(job_ids[1])
+        assert f"\x1b]52;c;{base64.b64encode(str(job_ids[1]).encode()).decode()}\a" in sent
         assert not saved.exists()  # no file unless asked
         await pilot.press("Y")
         await confirm(pilot)
         await pilot.press("2")
         await until(pilot, lambda: noted(app, "Saved the payload"))
-        (path,) = saved.glob(f"job-{job_ids[0]}-payload-*.txt")
-        assert path.read_text() == payload_json({"n": 1}) + "\n"
+        (path,) = saved.glob(f"job-{job_ids[1]}-payload-*.txt")
+        assert path.read_text() == payload_json({"n": 2}) + "\n"
 
         # Dead letters: only the rows table copies (a group is not one row).
         await goto(app, pilot, "3")

@@ -28,8 +28,10 @@ async def test_new_and_gone_rows_wait_for_a_key_or_the_settle_time(
         await pilot.pause(0.6)
         enqueue_many(conn, [JobSpec("report", {"n": 98})])  # a first live change: at once
         await until(pilot, lambda: len(table.keys) == 6, timeout=5)
+        bottom = table.keys[-1]  # the last to run: away from the cursor, on the top row
+        assert table.current_key != bottom
         enqueue_many(conn, [JobSpec("report", {"n": 99})])  # another job arrives …
-        conn.execute("UPDATE jobs SET finished_at = now() WHERE id = (SELECT min(id) FROM jobs)")
+        conn.execute("UPDATE jobs SET finished_at = now() WHERE id = %s", (int(bottom),))
         # … within the settle time it waits, counted; the finished one is struck through.
         await until(pilot, lambda: table.waiting == 1, timeout=5)
         assert len(table.keys) == 5 and len(table.shown_keys) == 6

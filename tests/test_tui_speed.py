@@ -72,10 +72,14 @@ async def test_footer_keys_change_in_place(dsn: str, conn: psycopg.Connection) -
         await until(pilot, lambda: "Cancel" in footer_keys(app))
         jobs = app.query_one("#jobs-table", DataTable)
         await until(pilot, lambda: jobs.row_count == 2)
-        # The newest job (scheduled) first: run now applies, then the ready one: it does not.
+        # The ready job first (claim order): run now does not apply; then the scheduled one:
+        # it does; back on the ready one, greyed again, each time the same key.
         run_now = footer_keys(app)["Run now"]
-        await until(pilot, lambda: not run_now.has_class("-disabled"))
+        await until(pilot, lambda: run_now.has_class("-disabled"))
         await pilot.press("down")
+        await until(pilot, lambda: not footer_keys(app)["Run now"].has_class("-disabled"))
+        assert footer_keys(app)["Run now"] is run_now  # ungreyed in place
+        await pilot.press("up")
         await until(pilot, lambda: footer_keys(app)["Run now"].has_class("-disabled"))
         assert footer_keys(app)["Run now"] is run_now  # greyed in place
         await pilot.click(run_now)
@@ -124,7 +128,8 @@ async def test_a_table_shown_again_draws_no_cell_again(
         await pilot.pause(0.2)
         assert [c for c in cells_drawn if c[0] == "jobs-table" and c[1] >= 0] == []
         # A cell that changes is drawn again, and only that one.
-        conn.execute("UPDATE jobs SET kind = 'sms.send' WHERE id = (SELECT max(id) FROM jobs)")
+        # Due together: claim order puts the first enqueued (lowest id) on the first row.
+        conn.execute("UPDATE jobs SET kind = 'sms.send' WHERE id = (SELECT min(id) FROM jobs)")
         app.refresh_now()
         await until(pilot, lambda: "sms.send" in rendered(jobs))
         await pilot.pause(0.2)

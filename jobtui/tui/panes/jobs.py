@@ -1,4 +1,5 @@
-"""Jobs tab: a filtered, keyset-paged browser of the `jobs` table, newest first.
+"""Jobs tab: a filtered, keyset-paged browser of the `jobs` table: running first, then waiting
+ones in the order they will run, then finished ones newest first (a text search: newest first).
 
 It opens on the unfinished jobs (what may need an operator); `a` toggles to every job.
 
@@ -7,7 +8,7 @@ BINDINGS:
     a          unfinished jobs / all jobs
     o          the oldest ready job: filter state:ready (of the kind in force), sorted by
                wait, the cursor on the job that has waited longest (read from the database,
-               shown on top even when it is pages away from the newest rows)
+               shown on top even when it is pages away from the rows loaded)
     #          count the matching jobs exactly, once (the count of every refresh stops at
                10k+; a text search's is not counted unless asked)
     y / Y      copy the id, payload or traceback of the cursor row / save it to a file
@@ -372,8 +373,9 @@ class JobsPane(Pane):
     def action_oldest_ready(self) -> None:
         """The ready jobs of the kind in force, longest waiting first, the cursor on the oldest.
 
-        The pages hold the newest rows; the oldest ready job is read from the database
-        (browse.oldest_ready_job) and shown on top even when it is pages away from them.
+        The pages hold the ready jobs in claim order (priority first); the oldest ready job is
+        read from the database (browse.oldest_ready_job) and shown on top even when it is pages
+        away from them.
         Text and unique-key filters are dropped: the oldest ready job need not match them.
         """
         table = self.query_one("#jobs-table", KeyedTable)
