@@ -158,7 +158,7 @@ async def load_pages(
     size: int,
     searching: bool,
 ) -> tuple[list[Any], int | None]:
-    """Rows of the first `pages` keyset pages (newest first) and where the next would start.
+    """Rows of the first `pages` keyset pages (listing order) and where the next would start.
 
     A search stops early (see SEARCH_FIRST_CALLS): a non-None start with fewer rows than
     `pages * size` means more rows may match below it, never that there are none.
