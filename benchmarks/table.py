@@ -11,6 +11,9 @@ With `--matrix` (`make bench-matrix`'s JSON) and/or `--history` (`make bench-his
 growth tables go between `<!-- bench-growth:start -->` and `<!-- bench-growth:end -->`: drain
 by worker processes and backlog, pickup by worker processes, the console's reads by finished
 jobs kept.
+With a `write_cost` entry in the results (`python -m benchmarks.write_cost --record`), its table
+goes between `<!-- write-cost:start -->` and `<!-- write-cost:end -->`: µs per job of each of a
+job's writes by schema variant, with the ratio to the article's, and the command that measured it.
 Nobody types these figures: a run writes the JSON (benchmarks/run.py), this writes the table.
 A quick (smoke) run's results are refused unless --allow-quick: they are not figures to publish.
 """
@@ -32,6 +35,8 @@ from benchmarks.common import percentile  # noqa: E402
 
 START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
 GROWTH = ("<!-- bench-growth:start -->", "<!-- bench-growth:end -->")
+WRITE_COST = "write_cost"  # the results' key benchmarks/write_cost.py --record writes
+WRITE_COST_MARKERS = ("<!-- write-cost:start -->", "<!-- write-cost:end -->")
 COLUMNS = (("jobtui", "jobtui"), ("pgqueuer", "PgQueuer"), ("procrastinate", "procrastinate"))
 PLOT = "benchmarks/scaling.png"
 PAGE = ROOT / "docs" / "performance.md"
@@ -213,6 +218,31 @@ def render_history(history: dict[str, Any]) -> list[str]:
     return [head, "", *grid("read", rows)]
 
 
+def render_write_cost(run: dict[str, Any]) -> str:
+    """benchmarks/write_cost.py's recorded run: a row per variant, a column per write, each cell
+    µs per job median [min–max] (rounds) and the median's ratio to the baseline's."""
+    writes = [str(w) for w in run["writes"]]
+    rows = {
+        str(v["variant"]): {
+            w: f"{spread_cell(v['us_per_job'][w], 0)} µs, {v['ratio'][w]:.2f}×" for w in writes
+        }
+        for v in run["variants"]
+    }
+    machine = run.get("machine", {})
+    load = run.get("load", {})
+    loads = " and ".join(f"{load[k][0]:.2f} {k}" for k in ("before", "after") if load.get(k))
+    return "\n".join(
+        [
+            *grid("µs per job (ratio to the article's)", rows),
+            f"Measured {run.get('date', '?')} with `{run.get('command', '?')}`: "
+            f"{run.get('rounds', '?')} rounds of {run.get('jobs', 0):,} jobs per variant in "
+            f"blocks of {run.get('block', '?')}, timed {run.get('timed', '?')}; "
+            f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), PostgreSQL "
+            f"{machine.get('postgresql', '?')}, load average (1 min) {loads or '?'} the run.",
+        ]
+    )
+
+
 def replace_between(text: str, table: str, markers: tuple[str, str], where: Path) -> str:
     """`text` with what lies between the two markers replaced by `table`."""
     start, end = markers
@@ -260,12 +290,15 @@ def main(argv: list[str] | None = None) -> int:
             *(render_matrix(load(args.matrix)) if args.matrix else []),
             *(render_history(load(args.history)) if args.history else []),
         ]
+        write_cost = render_write_cost(results[WRITE_COST]) if WRITE_COST in results else ""
         if args.print:
-            print("\n".join([table, "", *growth]))
+            print("\n".join([table, "", *growth, *([write_cost] if write_cost else [])]))
         else:
             text = replace_between(args.readme.read_text(), table, (START, END), args.readme)
             if growth:
                 text = replace_between(text, "\n".join(growth).rstrip(), GROWTH, args.readme)
+            if write_cost:
+                text = replace_between(text, write_cost, WRITE_COST_MARKERS, args.readme)
             args.readme.write_text(text)
             print(f"{args.readme}: performance tables rewritten from {args.results}", end="")
             print(f", {args.matrix}, {args.history}" if growth else "")

@@ -34,12 +34,20 @@ round trip, no client: only what the schema charges each write, which on a busy 
 the round trips (about 0.1-1 ms each) drown.
 
     .venv/bin/python -m benchmarks.write_cost [--jobs 4000 --rounds 2 --block 200] [--in-server]
+        [--record benchmarks/results.json]
+
+`--record FILE` puts the run (each variant's µs per job by round and its ratio to the article's,
+the rounds, jobs, date, command and the machine's load) under the "write_cost" key of a results
+JSON, in place of the one there; `make bench-table` (benchmarks/table.py) writes it into
+docs/performance.md between `<!-- write-cost:start -->` and `<!-- write-cost:end -->`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import statistics
 import sys
 import time
@@ -52,7 +60,7 @@ if __package__ in (None, ""):
 import psycopg
 from psycopg.types.json import Jsonb
 
-from benchmarks.common import Bench
+from benchmarks.common import Bench, machine_info
 from benchmarks.enqueue import ARTICLE_ENQUEUE
 from benchmarks.floor import (
     ARTICLE,
@@ -65,6 +73,7 @@ from benchmarks.floor import (
     found,
     setup,
 )
+from benchmarks.table import WRITE_COST
 from jobtui import enqueue
 from jobtui.sql import queries
 
@@ -210,7 +219,50 @@ def in_server_block(conn: psycopg.Connection, n: int, spent: dict[str, float]) -
         spent[write] += seconds
 
 
-def main() -> None:
+def entry(
+    per_job: dict[str, dict[str, list[float]]],
+    args: argparse.Namespace,
+    command: str,
+    load: dict[str, list[float]],
+    machine: dict[str, object],
+) -> dict[str, object]:
+    """The run as `--record` keeps it and benchmarks/table.py renders it: per variant, in order,
+    each write's µs per job by round, their median and the median's ratio to the article's."""
+    from datetime import UTC, datetime
+
+    base = {w: statistics.median(per_job[ARTICLE][w]) for w in WRITES}
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "timed": "inside the server" if args.in_server else "from the client",
+        "rounds": args.rounds,
+        "jobs": args.jobs,
+        "block": args.block,
+        "load": load,
+        "machine": {k: machine[k] for k in ("cores", "cpu_model", "postgresql")},
+        "baseline": ARTICLE,
+        "writes": list(WRITES),
+        "variants": [
+            {
+                "variant": v,
+                "us_per_job": {w: [round(x, 2) for x in per_job[v][w]] for w in WRITES},
+                "median_us": {w: round(statistics.median(per_job[v][w]), 2) for w in WRITES},
+                "ratio": {w: round(statistics.median(per_job[v][w]) / base[w], 3) for w in WRITES},
+            }
+            for v in VARIANTS
+        ],
+    }
+
+
+def record(path: Path, run: dict[str, object]) -> None:
+    """`run` under the results JSON's write_cost key, the rest of the file as it was."""
+    data = json.loads(path.read_text())
+    data[WRITE_COST] = run
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")  # as run.py writes it
+    print(f"recorded the write costs in {path} (make bench-table puts them in the docs)")
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=4000, help="jobs per variant per round")
     ap.add_argument("--rounds", type=int, default=2)
@@ -219,8 +271,21 @@ def main() -> None:
     ap.add_argument(
         "--in-server", action="store_true", help="time the statements inside the server"
     )
-    args = ap.parse_args()
+    ap.add_argument(
+        "--record",
+        type=Path,
+        metavar="FILE",
+        help="keep the run in this results JSON (benchmarks/results.json) for make bench-table",
+    )
+    args = ap.parse_args(argv)
+    if args.record is not None:
+        try:  # fail before the run, not after it
+            json.loads(args.record.read_text())
+        except (OSError, ValueError) as exc:
+            ap.error(f"--record: cannot read {args.record}: {exc}")
     bench = Bench(args.dsn, quick=False, runs=args.rounds, origin="JOBTUI_BENCH_DSN")
+    machine = machine_info(bench)
+    load = {"before": [round(x, 2) for x in os.getloadavg()]}
     per_job: dict[str, dict[str, list[float]]] = {v: {w: [] for w in WRITES} for v in VARIANTS}
     try:
         for r in range(args.rounds):
@@ -268,6 +333,7 @@ def main() -> None:
             print(f"  round {r + 1} done", flush=True)
     finally:
         bench.cleanup()
+    load["after"] = [round(x, 2) for x in os.getloadavg()]
     print(
         f"\nµs per job, median of {args.rounds} round(s) of {args.jobs} jobs per variant "
         + ("timed inside the server " if args.in_server else "")
@@ -283,6 +349,10 @@ def main() -> None:
         print(f"{v:48}{cells}")
     for v, text in found.items():
         print(f"  {v}: {text}")
+    if args.record is not None:
+        words = sys.argv[1:] if argv is None else argv
+        command = "python -m benchmarks.write_cost " + " ".join(shlex.quote(a) for a in words)
+        record(args.record, entry(per_job, args, command, load, machine))
 
 
 if __name__ == "__main__":

@@ -100,9 +100,63 @@ def test_the_tables_live_in_the_docs_performance_page() -> None:
     """Issue 27: the README became a front page; the generated tables moved to the docs."""
     assert Path(table.ROOT) / "docs" / "performance.md" == table.PAGE
     text = table.PAGE.read_text()
-    for start, end in ((table.START, table.END), table.GROWTH):
+    for start, end in ((table.START, table.END), table.GROWTH, table.WRITE_COST_MARKERS):
         assert text.count(start) == 1 and text.count(end) == 1
     assert f"]({table.PLOT_LINK})" in text
     assert (table.PAGE.parent / table.PLOT_LINK).resolve() == (table.ROOT / table.PLOT).resolve()
     readme = (Path(table.ROOT) / "README.md").read_text()
     assert table.START not in readme and table.GROWTH[0] not in readme
+
+
+def test_a_recorded_write_cost_run_is_rendered_between_its_markers(tmp_path: Path) -> None:
+    """`write_cost --record` keeps its run in the results; bench-table writes its table."""
+    import argparse
+
+    from benchmarks import write_cost
+
+    f = _files(tmp_path)
+    per_job = {
+        v: {w: [20.0 * (i + 1) + r for r in (0, 1, 2)] for w in write_cost.WRITES}
+        for i, v in enumerate(write_cost.VARIANTS)
+    }
+    args = argparse.Namespace(in_server=True, rounds=3, jobs=4000, block=200)
+    command = "python -m benchmarks.write_cost --in-server --rounds 3 --record x.json"
+    run = write_cost.entry(
+        per_job,
+        args,
+        command,
+        {"before": [1.5, 1, 1], "after": [2.25, 1, 1]},
+        {"cores": 2, "cpu_model": "AMD EPYC", "postgresql": "15.20", "python": "3.11"},
+    )
+    write_cost.record(f["results"], run)
+    kept = json.loads(f["results"].read_text())
+    assert kept["figures"] == RESULTS["figures"] and kept[table.WRITE_COST] == run
+    start, end = table.WRITE_COST_MARKERS
+    f["readme"].write_text(f"# x\n{table.START}\n{table.END}\nprose\n{start}\nold\n{end}\nend\n")
+    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 0
+    text = f["readme"].read_text()
+    assert "old" not in text and text.endswith(f"{end}\nend\n")
+    section = text.split(start, 1)[1]
+    lines = section.splitlines()
+    head = "| µs per job (ratio to the article's) | insert + notify | claim one | complete one |"
+    assert lines[1] == head
+    assert lines[3] == "| article | " + " | ".join(["21 [20–22] (3) µs, 1.00×"] * 3) + " |"
+    assert lines[4] == (
+        f"| {write_cost.VARIANTS[1]} | " + " | ".join(["41 [40–42] (3) µs, 1.95×"] * 3) + " |"
+    )
+    assert len([line for line in lines if line.startswith("| jobtui")]) == 7
+    assert f"with `{command}`: 3 rounds of 4,000 jobs per variant in blocks of 200" in section
+    assert "timed inside the server; 2 cores (AMD EPYC), PostgreSQL 15.20" in section
+    assert "load average (1 min) 1.50 before and 2.25 after the run." in section
+
+
+def test_a_page_without_the_write_cost_markers_is_refused_when_there_is_a_run(
+    tmp_path: Path,
+) -> None:
+    f = _files(tmp_path)
+    before = f["readme"].read_text()
+    f["results"].write_text(
+        json.dumps({**RESULTS, table.WRITE_COST: {"writes": [], "variants": []}})
+    )
+    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 1
+    assert f["readme"].read_text() == before
