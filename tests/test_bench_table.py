@@ -160,3 +160,13 @@ def test_a_page_without_the_write_cost_markers_is_refused_when_there_is_a_run(
     )
     assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 1
     assert f["readme"].read_text() == before
+
+
+def test_a_scenario_run_keeps_the_write_cost_entry_recorded_beside_it(tmp_path: Path) -> None:
+    """`make bench` rewrites results.json; the entry `write_cost.py --record` put there stays."""
+    from benchmarks import run
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({**RESULTS, "write_cost": {"variants": []}}))
+    run.write_results(path, dict(RESULTS))
+    assert json.loads(path.read_text())["write_cost"] == {"variants": []}
