@@ -81,6 +81,8 @@ def test_coarse_age_ticks_rarely() -> None:
     # Issue 26 item 13: past a minute an age moves in minutes (a static row a minute old
     # no longer redraws every 5 s).
     assert len({coarse_age(s) for s in range(60, 120)}) == 1
+    # … and from 45 s on: "1m" follows "45s" (a "60s" between them was one redraw more).
+    assert [coarse_age(s) for s in (45, 46, 59, 60)] == ["45s", "1m", "1m", "1m"]
     assert coarse_age(None) == "–"
     # Between 2 min and 1 h the text changes once a minute, not once a second.
     assert len({coarse_age(s) for s in range(600, 660)}) == 1

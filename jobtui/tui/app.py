@@ -39,6 +39,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.css.query import NoMatches
+from textual.driver import Driver
 from textual.timer import Timer
 from textual.widgets import TabbedContent, TabPane, Tabs
 
@@ -79,6 +80,7 @@ from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.screens.help import HelpScreen, Section
 from jobtui.tui.screens.kind import KindScreen
 from jobtui.tui.server import replica_info
+from jobtui.tui.terminal import quiet_driver
 from jobtui.tui.widgets.banners import DEFAULT_DANGER_PATTERN, Banners, env_is_dangerous, lag_text
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.keyed_table import KeyedTable
@@ -277,6 +279,10 @@ class JobtuiApp(App[int]):
             with TabPane("6 Database", id="database"):
                 yield DatabasePane(id="database-pane")
         yield ConsoleFooter()
+
+    def get_driver_class(self) -> type[Driver]:
+        """The platform's driver, its colour codes sent as changes (jobtui.tui.terminal)."""
+        return quiet_driver(super().get_driver_class())
 
     def on_mount(self) -> None:
         # The tab bar takes no focus: Tab moves between a tab's tables only, and the keys of

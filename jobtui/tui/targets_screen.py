@@ -32,6 +32,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
 from textual.widgets import DataTable, Footer, Static
 
 from jobtui import alerts
@@ -43,6 +44,7 @@ from jobtui.metrics import snapshot
 from jobtui.models import Snapshot
 from jobtui.targets import Target, badge_style, redact
 from jobtui.tui.connection import Link, LinkDown, RefreshDropped
+from jobtui.tui.terminal import quiet_driver
 from jobtui.tui.texts import coarse_age, same
 from jobtui.tui.widgets.keyed_table import Column, KeyedTable
 
@@ -226,6 +228,10 @@ class TargetsApp(App[str | None]):
         self.after = after
         self.started = time.monotonic()
         self._dirty: set[str] = set()  # targets whose row changed since the last flush
+
+    def get_driver_class(self) -> type[Driver]:
+        """The platform's driver, its colour codes sent as changes (jobtui.tui.terminal)."""
+        return quiet_driver(super().get_driver_class())
 
     def compose(self) -> ComposeResult:
         yield Static(id="targets-head")

@@ -36,16 +36,18 @@ def coarse_age(seconds: float | None) -> str:
     """An age that changes as rarely as it can while still telling young from old.
 
     A cell that ticks redraws on every refresh: over SSH that is most of what an idle console
-    sends. Under a minute it counts in steps of 15 s (rounded up, so a fresh age is never
-    shown as 0: `15s` reads "at most 15 s"), then in minutes under an hour (no seconds), then
+    sends. Up to 45 s it counts in steps of 15 s (rounded up, so a fresh age is never shown
+    as 0: `15s` reads "at most 15 s"), then in minutes under an hour (no seconds), then
     hours and minutes, days and hours: `15s`, `45s`, `1m`, `17m`, `3h05m`, `2d4h`. A static
     row a minute old changes once a minute.
     """
     if seconds is None:
         return "–"
     s = max(0, int(seconds))
-    if s < 60:
+    if s <= 60 - SECONDS_STEP:
         return f"{max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP)}s"
+    if s < 120:  # past 45 s "1m" at once: "60s" then "1m" redrew every young row twice
+        return "1m"
     if s < 3600:
         return f"{s // 60}m"
     return format_duration(s)  # hours and minutes, days and hours
@@ -55,8 +57,10 @@ def coarse_seconds(seconds: float | None) -> float:
     """The age `coarse_age` shows, in seconds: a chart of ages fed these changes no more
     often than the text beside it."""
     s = max(0, int(seconds or 0))
-    if s < 60:
+    if s <= 60 - SECONDS_STEP:
         return float(max(SECONDS_STEP, -(-s // SECONDS_STEP) * SECONDS_STEP))
+    if s < 120:
+        return 60.0
     return float(s - s % (60 if s < 86400 else 3600))
 
 

@@ -131,7 +131,8 @@ def level_style(level: Level, st: CellStyles, calm: str = "") -> str:
 
 
 class OverviewPane(KindsPane):
-    _shape: tuple[object, ...] = ()
+    # The alarms firing (rule, kind, level) and the kinds, as last drawn.
+    _shape: tuple[tuple[tuple[str, str | None, Level], ...], tuple[str, ...]] | None = None
     _drawn_at = 0.0
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("A", "alarms", "Alarms", id="overview.alarms"),
@@ -186,12 +187,15 @@ class OverviewPane(KindsPane):
         # While the same alarms fire for the same kinds, the figures are redrawn at most every
         # FIGURES_EVERY_S (live, every count changes on every refresh: most of what the
         # Overview sent); a new alarm, a kind coming or going, or a key pressed shows at once.
+        # An alarm that stops firing (or drops a level) waits for the next redraw like the
+        # figures: a failure rate at its threshold flapped the alarm, the tiles, the charts
+        # and the kinds' rows on and off every refresh (most of a loud window's bytes).
         now = time.monotonic()
         shape = (
             tuple((f.rule, f.kind, f.level) for f in firings),
             tuple(sorted(k.kind for k in snap.kinds)),
         )
-        if shape == self._shape and now - self._drawn_at < FIGURES_EVERY_S:
+        if not self._news(shape) and now - self._drawn_at < FIGURES_EVERY_S:
             return
         self._shape, self._drawn_at = shape, now
         self.query_one("#alarms", AlarmList).show(firings)
@@ -217,6 +221,16 @@ class OverviewPane(KindsPane):
         ]
         self._fit_kind_column([row[0] for _, row in rows])
         self.query_one("#kinds", KeyedTable).sync(rows)
+
+    def _news(
+        self, shape: tuple[tuple[tuple[str, str | None, Level], ...], tuple[str, ...]]
+    ) -> bool:
+        """Whether `shape` (the alarms firing, the kinds) has something the screen must show
+        at once: a kind come or gone, or an alarm new or worse than the one drawn."""
+        if self._shape is None or shape[1] != self._shape[1]:
+            return True
+        drawn = {(rule, kind): level for rule, kind, level in self._shape[0]}
+        return any(drawn.get((rule, kind), Level.OK) < level for rule, kind, level in shape[0])
 
     def _show_tiles(self, snap: Snapshot, firings: list[Firing]) -> None:
         t = snap.totals

@@ -541,7 +541,9 @@ class KeyedTable(DataTable[Text]):
             else:
                 self._gone.add(key)
                 held[key] = [Text(c.plain, style=GHOST_STYLE) for c in old_rows[key]]
-        self.waiting = len(set(given) - set(self._order))
+        # Once new rows came, "new rows" stays until they are shown (a row that came and
+        # went again within the hold flapped the filter line on and off every refresh).
+        self.waiting = max(self.waiting, len(set(given) - set(self._order)))
         self._rows = held
         self._update_cells(self._order, old_rows)
         return True
