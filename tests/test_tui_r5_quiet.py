@@ -18,13 +18,14 @@ from textual.strip import Strip
 
 from jobtui.tui.terminal import compact_sgr
 
-_TOKEN = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\r|\n|[^\x1b\r\n]")
+_TOKEN = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])|\x1b\][^\x07]*\x07|\r|\n|[^\x1b\r\n]")
 _OFF = {
     "22": {"1", "2"}, "23": {"3"}, "24": {"4", "21"}, "25": {"5", "6"}, "27": {"7"},
     "28": {"8"}, "29": {"9"}, "54": {"51", "52"}, "55": {"53"},
 }  # fmt: skip
 
 Cell = tuple[str, frozenset[str], str | None, str | None]
+WIDTH = 80
 
 
 def screen(data: str) -> tuple[dict[tuple[int, int], Cell], tuple[object, ...]]:
@@ -39,7 +40,7 @@ def screen(data: str) -> tuple[dict[tuple[int, int], Cell], tuple[object, ...]]:
             codes = (m.group(1) or "0").split(";")
             i = 0
             while i < len(codes):
-                code = codes[i]
+                code = codes[i] or "0"
                 if code == "0":
                     attrs, fg, bg = set(), None, None
                 elif code in _OFF:
@@ -62,7 +63,10 @@ def screen(data: str) -> tuple[dict[tuple[int, int], Cell], tuple[object, ...]]:
                 i += 1
         elif m.group(2) == "H":
             row, col = (int(x) - 1 for x in m.group(1).split(";"))
-        elif m.group(2):
+        elif m.group(2) == "K":  # erase to the end of the line, in the background in force
+            for c in range(col, WIDTH):
+                cells[(row, c)] = (" ", frozenset(), None, bg)
+        elif m.group(2) or m.group(0).startswith("\x1b"):  # other CSI, OSC
             continue
         elif m.group(0) == "\r":
             col = 0

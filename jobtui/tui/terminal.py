@@ -77,9 +77,9 @@ def _change(old: Style | None, new: Style | str) -> str:
         return "\x1b[0m"
     (oa, of, ob), (na, nf, nb) = old, new
     offs = sorted({_OFF[a] for a in oa - na}, key=int)
-    ons = na - oa
-    if "22" in offs:  # 22 ends bold and dim both: put back the one that stays
-        ons |= na & {"1", "2"}
+    # An off code ends more than one attribute (22 bold and dim, 24 both underlines, 25 both
+    # blinks, 54 frame and encircle): put back the ones that stay.
+    ons = (na - oa) | {a for a in na if _OFF[a] in offs}
     codes = [*offs, *sorted(ons, key=int)]
     if nf != of:
         codes.append(nf or "39")
@@ -95,15 +95,18 @@ def compact_sgr(data: str) -> str:
     style sent as the difference, and none where the style does not change; the screen it
     leaves, and the style in force after it, are the same as `data`'s."""
     out: list[str] = []
-    shown: Style | str | None = PLAIN  # what the terminal has (a str: not understood)
-    want: Style | str = PLAIN  # what the text that comes next should have
+    # What the terminal has (a str: not understood; None: not known, as at the start of a
+    # write: the write before may have ended in a style, cut by the Windows driver's chunks)
+    # and what the text that comes next should have (None: whatever the terminal has).
+    shown: Style | str | None = None
+    want: Style | str | None = None
     pos = 0
     for match in _SGR.finditer(data):
         text = data[pos : match.start()]
         if text:
             lead = _NEUTRAL.match(text)
             moved = lead.end() if lead else 0
-            if moved < len(text) and want != shown:
+            if moved < len(text) and want is not None and want != shown:
                 out.append(text[:moved])
                 out.append(_change(shown if not isinstance(shown, str) else None, want))
                 shown = want
@@ -116,6 +119,8 @@ def compact_sgr(data: str) -> str:
             want = PLAIN
         elif want == PLAIN:
             want = _parse(params) or params
+        elif want is None:  # added to what the terminal has: still not known
+            out.append(match.group(0))
         else:  # a style added to a style (Textual does not): send it as it comes
             if want != shown:
                 out.append(_change(shown if not isinstance(shown, str) else None, want))
@@ -123,7 +128,7 @@ def compact_sgr(data: str) -> str:
             # Not a style `_parse` gives: known only as this exact sequence of codes.
             base = want if isinstance(want, str) else _full(want)
             shown = want = f"+{base};{params}"
-    if want != shown:
+    if want is not None and want != shown:
         out.append(_change(shown if not isinstance(shown, str) else None, want))
     out.append(data[pos:])
     return "".join(out)

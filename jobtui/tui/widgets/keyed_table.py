@@ -516,7 +516,13 @@ class KeyedTable(DataTable[Text]):
         given = {key: cells for key, cells in rows}
         structural = set(given) != set(self._order) - {self.ghost}
         if not structural:
-            return False  # the same rows: cells only, as always
+            # The same rows: cells only, as always. None is struck through any more (a row
+            # that went came back: held again, it must be struck again), and once the hold is
+            # over no new row waits (one came and went: "new rows" said so for ever).
+            self._gone = set()
+            if now - self._placed_at >= self.settle_s:
+                self.waiting = 0
+            return False
         if (
             fresh
             or self._touched
