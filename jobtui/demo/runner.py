@@ -95,6 +95,16 @@ class _Stop:
 
 def run_demo(opts: DemoOptions) -> int:
     """Run the demo until the console quits (or the headless time is up); returns exit code."""
+    try:
+        return _run_demo(opts)
+    finally:
+        if _HUNG_UP.is_set():
+            # The worker and the server are stopped. Textual's input and output threads are not
+            # daemons and wait on a terminal that is gone: the process would never end.
+            os._exit(128 + signal.SIGHUP)
+
+
+def _run_demo(opts: DemoOptions) -> int:
     started = time.monotonic()
     if opts.headless_s is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
@@ -211,7 +221,12 @@ def _console(console: ConsoleRunner, dsn: str, schema: str) -> int:
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
+_HUNG_UP = threading.Event()
+
+
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    if signum == signal.SIGHUP:
+        _HUNG_UP.set()
     raise KeyboardInterrupt
 
 
