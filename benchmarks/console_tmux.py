@@ -181,8 +181,10 @@ class TmuxConsole:
     def close(self) -> None:
         with contextlib.suppress(ScenarioSkipped, subprocess.TimeoutExpired):
             self._tmux("kill-server")
-        # The console gets SIGHUP from tmux; make sure the process we started is gone.
-        deadline = time.monotonic() + 5
+        # The console gets SIGHUP from tmux; make sure the process we started is gone. A demo
+        # first stops its worker (up to 8 s) and its embedded server: a kill sooner leaves the
+        # server running.
+        deadline = time.monotonic() + 30
         while _alive(self.pane_pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _alive(self.pane_pid):
