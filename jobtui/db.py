@@ -74,6 +74,25 @@ async def aapply_prepared_mode(conn: psycopg.AsyncConnection) -> bool:
     return off
 
 
+def _needs_output_styles(conn: psycopg.Connection | psycopg.AsyncConnection) -> bool:
+    """Whether the session reports a date or interval style psycopg cannot read."""
+    date_style = conn.info.parameter_status("DateStyle") or "ISO"
+    interval_style = conn.info.parameter_status("IntervalStyle") or "postgres"
+    return not date_style.startswith("ISO") or interval_style != "postgres"
+
+
+def apply_output_styles(conn: psycopg.Connection) -> None:
+    """Set ISO dates and `postgres` intervals when the server's default is another style."""
+    if _needs_output_styles(conn):
+        conn.execute(queries().output_styles, prepare=False)
+
+
+async def aapply_output_styles(conn: psycopg.AsyncConnection) -> None:
+    """Async twin of apply_output_styles."""
+    if _needs_output_styles(conn):
+        await conn.execute(queries().output_styles, prepare=False)
+
+
 class SchemaMissing(Exception):
     """jobtui's tables are not in the database: `jobtui migrate` has not been run."""
 
@@ -82,7 +101,7 @@ def connect(
     dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME
 ) -> psycopg.Connection:
     """A sync connection with a bounded connect timeout, prepared statements off behind a
-    transaction pooler."""
+    transaction pooler, dates and intervals in the styles psycopg reads."""
     conn = psycopg.connect(
         dsn,
         autocommit=True,
@@ -91,6 +110,7 @@ def connect(
     )
     try:
         apply_prepared_mode(conn)
+        apply_output_styles(conn)
         conn.autocommit = autocommit
     except BaseException:
         conn.close()
@@ -115,6 +135,7 @@ async def aconnect(
     )
     try:
         await aapply_prepared_mode(conn)
+        await aapply_output_styles(conn)
         await conn.set_autocommit(autocommit)
     except BaseException:
         await conn.close()

@@ -9,6 +9,13 @@ SELECT to_regclass('__schema__.jobs') IS NOT NULL
 -- was given at startup (jobtui.db decides prepared statements by it).
 SELECT pg_backend_pid()
 
+-- name: output_styles
+-- The date and interval output styles psycopg reads (it parses ISO dates and the `postgres`
+-- interval style only). Sent only when the server reported another style for the session: a
+-- role or database with `DateStyle = 'SQL, DMY'` made every timestamptz fail to load. Both are
+-- reported parameters, which PgBouncer keeps per client across server connections.
+SET DateStyle TO ISO; SET IntervalStyle TO postgres
+
 -- name: job_phase_waiting
 -- Fragments, not statements: the rows of `jobs` in one phase of a job's life, with the phase as
 -- a constant `jobtui_phase` column (prefixed: an application's own `jobs` may have a `phase`).
