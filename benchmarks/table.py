@@ -121,6 +121,11 @@ def build_rows(results: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]
     return list(rows.values())
 
 
+def md_row(cells: list[str]) -> str:
+    """A markdown table row, a `|` inside a cell escaped."""
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
 def render(results: dict[str, Any], plot_exists: bool) -> str:
     machine = results.get("machine", {})
     lines = [
@@ -150,7 +155,7 @@ def render(results: dict[str, Any], plot_exists: bool) -> str:
     ]
     for label, target, cells in build_rows(results):
         row = [label, target, *(cells.get(name, "") for name, _ in COLUMNS)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        lines.append(md_row(row))
     for failure in results.get("failures", []):
         lines.append(f"\nFailed in this run: {failure}")
     if plot_exists:
@@ -266,7 +271,7 @@ def render_floor_targets(run: dict[str, Any]) -> str:
             f"{spread_cell(t['ratios'], 2)}×",
             "met" if t["met"] else "missed",
         ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        lines.append(md_row(row))
     machine = run.get("machine", {})
     load = run.get("load", {})
     loads = " and ".join(f"{load[k][0]:.2f} {k}" for k in ("before", "after") if load.get(k))
@@ -329,9 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             *(render_history(load(args.history)) if args.history else []),
         ]
         write_cost = render_write_cost(results[WRITE_COST]) if WRITE_COST in results else ""
-        floors = (
-            render_floor_targets(results[FLOOR_TARGETS]) if FLOOR_TARGETS in results else ""
-        )
+        floors = render_floor_targets(results[FLOOR_TARGETS]) if FLOOR_TARGETS in results else ""
         if args.print:
             extra = [t for t in (write_cost, floors) if t]
             print("\n".join([table, "", *growth, *extra]))
