@@ -40,7 +40,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import floor, pickup_breakdown  # noqa: E402
-from benchmarks.common import Bench, machine_info  # noqa: E402
+from benchmarks.common import Bench, machine_info, record_entry  # noqa: E402
 from benchmarks.drain import drain_once  # noqa: E402
 from benchmarks.enqueue import run as run_enqueue  # noqa: E402
 from benchmarks.systems import runnable  # noqa: E402
@@ -199,9 +199,7 @@ def entry(
 
 def record(path: Path, run: dict[str, Any]) -> None:
     """`run` under the results JSON's floor_targets key, the rest of the file as it was."""
-    data = json.loads(path.read_text())
-    data[KEY] = run
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")  # as run.py writes it
+    record_entry(path, KEY, run)
     print(f"recorded the targets against their floors in {path} (make bench-table: the docs)")
 
 

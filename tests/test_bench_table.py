@@ -66,6 +66,16 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     return {**paths, "readme": readme}
 
 
+def _rendered_between(f: dict[str, Path], markers: tuple[str, str]) -> str:
+    """The page after bench-table, with the main table's markers and these around `old`."""
+    start, end = markers
+    f["readme"].write_text(f"# x\n{table.START}\n{table.END}\nprose\n{start}\nold\n{end}\nend\n")
+    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 0
+    text = f["readme"].read_text()
+    assert "old" not in text and text.endswith(f"{end}\nend\n")
+    return text
+
+
 def test_the_readme_tables_are_written_from_the_results(tmp_path: Path) -> None:
     f = _files(tmp_path)
     argv = [str(f["results"]), "--readme", str(f["readme"])]
@@ -136,11 +146,8 @@ def test_a_recorded_write_cost_run_is_rendered_between_its_markers(tmp_path: Pat
     write_cost.record(f["results"], run)
     kept = json.loads(f["results"].read_text())
     assert kept["figures"] == RESULTS["figures"] and kept[table.WRITE_COST] == run
-    start, end = table.WRITE_COST_MARKERS
-    f["readme"].write_text(f"# x\n{table.START}\n{table.END}\nprose\n{start}\nold\n{end}\nend\n")
-    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 0
-    text = f["readme"].read_text()
-    assert "old" not in text and text.endswith(f"{end}\nend\n")
+    start, _ = table.WRITE_COST_MARKERS
+    text = _rendered_between(f, table.WRITE_COST_MARKERS)
     section = text.split(start, 1)[1]
     lines = section.splitlines()
     head = "| µs per job (ratio to the article's) | insert + notify | claim one | complete one |"
@@ -207,11 +214,8 @@ def test_the_targets_against_their_floors_are_rendered_between_their_markers(
     floor_targets.record(f["results"], run)
     kept = json.loads(f["results"].read_text())
     assert kept["figures"] == RESULTS["figures"] and kept[table.FLOOR_TARGETS] == run
-    start, end = table.FLOOR_MARKERS
-    f["readme"].write_text(f"# x\n{table.START}\n{table.END}\nprose\n{start}\nold\n{end}\nend\n")
-    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 0
-    text = f["readme"].read_text()
-    assert "old" not in text and text.endswith(f"{end}\nend\n")
+    start, _ = table.FLOOR_MARKERS
+    text = _rendered_between(f, table.FLOOR_MARKERS)
     lines = text.split(start, 1)[1].splitlines()
     assert lines[3] == (
         "| pickup p50 ≤ 1.2× | bare LISTEN consumer | 2.50 [2.00–3.00] (3) ms "
