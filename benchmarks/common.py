@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import json
 import os
 import platform
 import signal
@@ -472,3 +473,11 @@ def rss_kb(pid: int | None = None) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def record_entry(path: Path, key: str, run: dict[str, Any]) -> None:
+    """`run` under `key` of the results JSON at `path`, the rest of the file as it was (a script's
+    `--record`; benchmarks/run.py keeps the entry when it rewrites the file)."""
+    data = json.loads(path.read_text())
+    data[key] = run
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")  # as run.py writes it

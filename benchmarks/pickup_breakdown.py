@@ -392,7 +392,10 @@ def print_table(per_system: dict[str, list[dict[str, float]]]) -> None:
         )
 
 
-def run(args: argparse.Namespace) -> int:
+def measure(
+    args: argparse.Namespace,
+) -> tuple[dict[str, list[dict[str, float]]], dict[str, list[tuple[float, float, float]]]]:
+    """Every job's timeline per system, and each round's total p50/p95/p99 per system."""
     bench = Bench(args.dsn, quick=False, runs=args.rounds, origin="JOBTUI_BENCH_DSN")
     systems = args.systems
     per_system: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
@@ -420,6 +423,12 @@ def run(args: argparse.Namespace) -> int:
                 )
     finally:
         bench.cleanup()
+    return per_system, per_round
+
+
+def run(args: argparse.Namespace) -> int:
+    systems = args.systems
+    per_system, per_round = measure(args)
     print()
     print_table(per_system)
     for floor in (f for f in FLOORS if f in systems):

@@ -250,9 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# Entries other scripts record into the same file (`write_cost.py --record`): a run of the
-# scenarios keeps them, so `make bench` never drops a table the docs render from them.
-KEPT_ENTRIES = ("write_cost",)
+# Entries other scripts record into the same file (`write_cost.py --record`,
+# `floor_targets.py --record`): a run of the scenarios keeps them, so `make bench` never drops
+# a table the docs render from them.
+KEPT_ENTRIES = ("write_cost", "floor_targets")
 
 
 def write_results(path: Path, results: dict[str, object]) -> None:

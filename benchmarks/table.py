@@ -14,6 +14,9 @@ jobs kept.
 With a `write_cost` entry in the results (`python -m benchmarks.write_cost --record`), its table
 goes between `<!-- write-cost:start -->` and `<!-- write-cost:end -->`: µs per job of each of a
 job's writes by schema variant, with the ratio to the article's, and the command that measured it.
+With a `floor_targets` entry (`python -m benchmarks.floor_targets --record`), issue 24's targets
+against their floors on the article's table go between `<!-- floors:start -->` and
+`<!-- floors:end -->`: the floor's figure, jobtui's, the ratio and met/missed for each target.
 Nobody types these figures: a run writes the JSON (benchmarks/run.py), this writes the table.
 A quick (smoke) run's results are refused unless --allow-quick: they are not figures to publish.
 """
@@ -37,6 +40,8 @@ START, END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
 GROWTH = ("<!-- bench-growth:start -->", "<!-- bench-growth:end -->")
 WRITE_COST = "write_cost"  # the results' key benchmarks/write_cost.py --record writes
 WRITE_COST_MARKERS = ("<!-- write-cost:start -->", "<!-- write-cost:end -->")
+FLOOR_TARGETS = "floor_targets"  # the results' key benchmarks/floor_targets.py --record writes
+FLOOR_MARKERS = ("<!-- floors:start -->", "<!-- floors:end -->")
 COLUMNS = (("jobtui", "jobtui"), ("pgqueuer", "PgQueuer"), ("procrastinate", "procrastinate"))
 PLOT = "benchmarks/scaling.png"
 PAGE = ROOT / "docs" / "performance.md"
@@ -116,6 +121,11 @@ def build_rows(results: dict[str, Any]) -> list[tuple[str, str, dict[str, str]]]
     return list(rows.values())
 
 
+def md_row(cells: list[str]) -> str:
+    """A markdown table row, a `|` inside a cell escaped."""
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
 def render(results: dict[str, Any], plot_exists: bool) -> str:
     machine = results.get("machine", {})
     lines = [
@@ -145,7 +155,7 @@ def render(results: dict[str, Any], plot_exists: bool) -> str:
     ]
     for label, target, cells in build_rows(results):
         row = [label, target, *(cells.get(name, "") for name, _ in COLUMNS)]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        lines.append(md_row(row))
     for failure in results.get("failures", []):
         lines.append(f"\nFailed in this run: {failure}")
     if plot_exists:
@@ -243,6 +253,39 @@ def render_write_cost(run: dict[str, Any]) -> str:
     )
 
 
+def render_floor_targets(run: dict[str, Any]) -> str:
+    """benchmarks/floor_targets.py's recorded run: one row per target with the floor's figure,
+    jobtui's, jobtui ÷ floor (median [min–max] (rounds) each) and met/missed on the median."""
+    lines = [
+        "| target | floor (the article's table, same run) | floor's figure | jobtui | "
+        "jobtui ÷ floor | |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in run["targets"]:
+        digits, unit = int(t["digits"]), str(t["unit"])
+        row = [
+            f"{t['target']} {t['limit']}",
+            str(t["floor"]),
+            f"{spread_cell(t['floor_values'], digits)} {unit}",
+            f"{spread_cell(t['jobtui_values'], digits)} {unit}",
+            f"{spread_cell(t['ratios'], 2)}×",
+            "met" if t["met"] else "missed",
+        ]
+        lines.append(md_row(row))
+    machine = run.get("machine", {})
+    load = run.get("load", {})
+    loads = " and ".join(f"{load[k][0]:.2f} {k}" for k in ("before", "after") if load.get(k))
+    lines += [
+        "",
+        f"Measured {run.get('date', '?')} with `{run.get('command', '?')}`: "
+        f"{run.get('rounds', '?')} rounds, each ratio jobtui's figure over the floor's in the "
+        "same round, a target met when the median ratio is within it; "
+        f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), PostgreSQL "
+        f"{machine.get('postgresql', '?')}, load average (1 min) {loads or '?'} the run.",
+    ]
+    return "\n".join(lines)
+
+
 def replace_between(text: str, table: str, markers: tuple[str, str], where: Path) -> str:
     """`text` with what lies between the two markers replaced by `table`."""
     start, end = markers
@@ -291,14 +334,18 @@ def main(argv: list[str] | None = None) -> int:
             *(render_history(load(args.history)) if args.history else []),
         ]
         write_cost = render_write_cost(results[WRITE_COST]) if WRITE_COST in results else ""
+        floors = render_floor_targets(results[FLOOR_TARGETS]) if FLOOR_TARGETS in results else ""
         if args.print:
-            print("\n".join([table, "", *growth, *([write_cost] if write_cost else [])]))
+            extra = [t for t in (write_cost, floors) if t]
+            print("\n".join([table, "", *growth, *extra]))
         else:
             text = replace_between(args.readme.read_text(), table, (START, END), args.readme)
             if growth:
                 text = replace_between(text, "\n".join(growth).rstrip(), GROWTH, args.readme)
             if write_cost:
                 text = replace_between(text, write_cost, WRITE_COST_MARKERS, args.readme)
+            if floors:
+                text = replace_between(text, floors, FLOOR_MARKERS, args.readme)
             args.readme.write_text(text)
             print(f"{args.readme}: performance tables rewritten from {args.results}", end="")
             print(f", {args.matrix}, {args.history}" if growth else "")

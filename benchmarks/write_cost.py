@@ -60,7 +60,7 @@ if __package__ in (None, ""):
 import psycopg
 from psycopg.types.json import Jsonb
 
-from benchmarks.common import Bench, machine_info
+from benchmarks.common import Bench, machine_info, record_entry
 from benchmarks.enqueue import ARTICLE_ENQUEUE
 from benchmarks.floor import (
     ARTICLE,
@@ -256,9 +256,7 @@ def entry(
 
 def record(path: Path, run: dict[str, object]) -> None:
     """`run` under the results JSON's write_cost key, the rest of the file as it was."""
-    data = json.loads(path.read_text())
-    data[WRITE_COST] = run
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")  # as run.py writes it
+    record_entry(path, WRITE_COST, run)
     print(f"recorded the write costs in {path} (make bench-table puts them in the docs)")
 
 

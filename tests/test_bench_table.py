@@ -66,6 +66,16 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     return {**paths, "readme": readme}
 
 
+def _rendered_between(f: dict[str, Path], markers: tuple[str, str]) -> str:
+    """The page after bench-table, with the main table's markers and these around `old`."""
+    start, end = markers
+    f["readme"].write_text(f"# x\n{table.START}\n{table.END}\nprose\n{start}\nold\n{end}\nend\n")
+    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 0
+    text = f["readme"].read_text()
+    assert "old" not in text and text.endswith(f"{end}\nend\n")
+    return text
+
+
 def test_the_readme_tables_are_written_from_the_results(tmp_path: Path) -> None:
     f = _files(tmp_path)
     argv = [str(f["results"]), "--readme", str(f["readme"])]
@@ -100,7 +110,12 @@ def test_the_tables_live_in_the_docs_performance_page() -> None:
     """Issue 27: the README became a front page; the generated tables moved to the docs."""
     assert Path(table.ROOT) / "docs" / "performance.md" == table.PAGE
     text = table.PAGE.read_text()
-    for start, end in ((table.START, table.END), table.GROWTH, table.WRITE_COST_MARKERS):
+    for start, end in (
+        (table.START, table.END),
+        table.GROWTH,
+        table.WRITE_COST_MARKERS,
+        table.FLOOR_MARKERS,
+    ):
         assert text.count(start) == 1 and text.count(end) == 1
     assert f"]({table.PLOT_LINK})" in text
     assert (table.PAGE.parent / table.PLOT_LINK).resolve() == (table.ROOT / table.PLOT).resolve()
@@ -131,11 +146,8 @@ def test_a_recorded_write_cost_run_is_rendered_between_its_markers(tmp_path: Pat
     write_cost.record(f["results"], run)
     kept = json.loads(f["results"].read_text())
     assert kept["figures"] == RESULTS["figures"] and kept[table.WRITE_COST] == run
-    start, end = table.WRITE_COST_MARKERS
-    f["readme"].write_text(f"# x\n{table.START}\n{table.END}\nprose\n{start}\nold\n{end}\nend\n")
-    assert table.main([str(f["results"]), "--readme", str(f["readme"])]) == 0
-    text = f["readme"].read_text()
-    assert "old" not in text and text.endswith(f"{end}\nend\n")
+    start, _ = table.WRITE_COST_MARKERS
+    text = _rendered_between(f, table.WRITE_COST_MARKERS)
     section = text.split(start, 1)[1]
     lines = section.splitlines()
     head = "| µs per job (ratio to the article's) | insert + notify | claim one | complete one |"
@@ -170,3 +182,53 @@ def test_a_scenario_run_keeps_the_write_cost_entry_recorded_beside_it(tmp_path: 
     path.write_text(json.dumps({**RESULTS, "write_cost": {"variants": []}}))
     run.write_results(path, dict(RESULTS))
     assert json.loads(path.read_text())["write_cost"] == {"variants": []}
+
+
+def test_the_targets_against_their_floors_are_rendered_between_their_markers(
+    tmp_path: Path,
+) -> None:
+    """`floor_targets --record` keeps one run of issue 24's targets beside the article's floors;
+    bench-table writes floor, jobtui, ratio and met/missed for each target."""
+    from benchmarks import floor_targets
+
+    f = _files(tmp_path)
+    targets = [
+        floor_targets.target(
+            "pickup p50", "bare LISTEN consumer", "ms", 2, [2.0, 2.5, 3.0], [2.2, 3.5, 3.0],
+            "≤", 1.2,
+        ),
+        floor_targets.target(
+            "drain", "bare loop", "jobs/s", 0, [40000.0, 50000.0, 45000.0],
+            [30000.0, 40000.0, 45000.0], "≥", 0.9,
+        ),
+    ]  # fmt: skip
+    assert [t["met"] for t in targets] == [True, False]
+    command = "python -m benchmarks.floor_targets --rounds 3 --record x.json"
+    run = floor_targets.entry(
+        targets,
+        command,
+        3,
+        {"before": [1.5, 1, 1], "after": [2.25, 1, 1]},
+        {"cores": 2, "cpu_model": "AMD EPYC", "postgresql": "15.20"},
+    )
+    floor_targets.record(f["results"], run)
+    kept = json.loads(f["results"].read_text())
+    assert kept["figures"] == RESULTS["figures"] and kept[table.FLOOR_TARGETS] == run
+    start, _ = table.FLOOR_MARKERS
+    text = _rendered_between(f, table.FLOOR_MARKERS)
+    lines = text.split(start, 1)[1].splitlines()
+    assert lines[3] == (
+        "| pickup p50 ≤ 1.2× | bare LISTEN consumer | 2.50 [2.00–3.00] (3) ms "
+        "| 3.00 [2.20–3.50] (3) ms | 1.10 [1.00–1.40] (3)× | met |"
+    )
+    assert lines[4] == (
+        "| drain ≥ 0.9× | bare loop | 45 000 [40 000–50 000] (3) jobs/s "
+        "| 40 000 [30 000–45 000] (3) jobs/s | 0.80 [0.75–1.00] (3)× | missed |"
+    )
+    assert f"with `{command}`: 3 rounds" in text
+    assert "load average (1 min) 1.50 before and 2.25 after the run." in text
+    # `make bench` rewrites the results; the recorded entry stays.
+    from benchmarks import run as bench_run
+
+    bench_run.write_results(f["results"], dict(RESULTS))
+    assert json.loads(f["results"].read_text())[table.FLOOR_TARGETS] == run
