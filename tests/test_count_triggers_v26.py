@@ -1,5 +1,7 @@
-"""Migration 0026: the count triggers' short path for one-row statements keeps the counts and
-the flow exact, for a foreign writer's every state transition, one row or many at a time.
+"""Migration 0026: the INSERT trigger's short path for one-row statements keeps the counts and
+the flow exact, and so does every other write of a foreign writer: each state on arrival and
+every transition after, one row or many at a time (an update or delete of one row as of any
+state, the rows it arrived with being the short path's).
 
 After each statement the delta rows of job_counts (no fold in between, so each still carries
 its exact due minute) must sum to a recount of `jobs` per (kind, state, due), with the

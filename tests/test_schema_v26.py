@@ -1,5 +1,5 @@
-"""Migration 0026 (issue 24, "a lean hot path"): the count triggers' short path for one-row
-statements and jobtui_claim_limited without its redundant re-check. The head schema is
+"""Migration 0026 (issue 24, "a lean hot path"): the INSERT count trigger's short path for
+one-row statements and jobtui_claim_limited without its redundant re-check. The head schema is
 tests/data/schema_v26.txt, `tools/schema_describe.py DSN --fresh --up-to 26`; the counts'
 exactness is tests/test_count_triggers_v26.py's.
 """

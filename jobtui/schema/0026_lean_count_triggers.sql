@@ -1,28 +1,31 @@
--- Issue 24, "a lean hot path": the count triggers' one-row statements take a short path.
+-- Issue 24, "a lean hot path": the INSERT trigger's one-row statements take a short path.
 --
--- A job's own writes are one-row statements: a producer's INSERT, a consumer's claim, its
--- completion. For each, 0025's trigger functions ran one statement that grouped the transition
--- table by (kind, state, due) in a CTE, inserted the groups and their retrying and cancel_open
--- rows into job_counts from a UNION ALL, and each kind's net change of unfinished rows into
--- job_flow from a second GROUP BY, whether there was a change or not (a claim has none). Timed
--- in-server on a one-row INSERT (a procedure of 1,000 INSERT + COMMIT, the trigger function's
--- body replaced, 2-core machine shared with other jobs, so each figure +-5 us): no trigger
--- ~20 us, an empty trigger function ~23, 0025's ~57; of the ~34 us of the body, about 4 read the
--- row from the transition table, 4 the job_counts INSERT, 7 the job_flow INSERT (a heap row and
--- an index entry), 2 the fold check, and the rest the grouping statement's planning-free but
--- heavy executor (CTE scans, three hash aggregations, two ModifyTable nodes).
+-- A producer's INSERT is a one-row statement. For it, 0025's jobtui_job_count_added ran one
+-- statement that grouped the transition table by (kind, state, due) in a CTE, inserted the
+-- groups and their retrying and cancel_open rows into job_counts from a UNION ALL, and each
+-- kind's arrivals into job_flow from a second GROUP BY. Timed in-server (a procedure of 1,000
+-- one-row INSERT + COMMIT, the trigger function's body replaced in a scratch database; a 2-core
+-- machine shared with other jobs, so each figure +-5 us): trigger disabled ~20 us, an empty
+-- trigger function (SECURITY DEFINER, SET search_path) ~23, 0025's ~57. Of the ~34 us of the
+-- body, reading the row from the transition table took about 4, the job_counts INSERT 4, the
+-- job_flow INSERT 7 (a heap row and an index entry), the fold check 2, and the rest went to
+-- the grouping statement's executor (CTE scans, hash aggregations, UNION ALL, RETURNING).
 --
--- Now one small statement reads the first row of the transition table(s) with its state and
--- due minute, and how many rows there are (at most 2 read); with exactly one row the function
--- writes only what changed, with plain INSERT ... VALUES: the count row (an UPDATE: the old
--- key's -1 and the new key's +1, nothing when the key is the same, as for a retry's attempts
--- within the minute), the retrying and cancel_open rows only when the row has or had one, and a
--- job_flow row only when the kind's unfinished rows changed (an INSERT arrives, a finish
--- departs; a claim or a retry writes none). Several rows take 0025's grouped statement; none
--- writes nothing. The counts and flow are the same as 0025's for every statement (one delta
--- row per changed key; the fold merges them), and so is the fold rule (jobtui_trigger_folds_now:
--- READ COMMITTED only, not where jobtui.fold_in_trigger is off, more than 1,000 rows at once,
--- else 1 in 64 once job_counts is large). DELETE and TRUNCATE keep 0024's function.
+-- Now one small statement reads the first row of new_rows with its state and due minute, and
+-- how many rows there are (at most 2 read); with exactly one row the function writes it with
+-- plain INSERT ... VALUES: its count row, its retrying and cancel_open rows only when it has
+-- one, and its arrival in job_flow only when it is unfinished. Several rows take 0025's grouped
+-- statement, none writes nothing. The rows written are exactly 0025's (same keys, same n), and
+-- the fold rule is 0025's (jobtui_trigger_folds_now: READ COMMITTED only, not where
+-- jobtui.fold_in_trigger is off, more than 1,000 count rows at once, else 1 in 64 once
+-- job_counts is large). Measured: ~57 -> ~44 us a one-row INSERT (benchmarks.write_cost
+-- --in-server: insert + notify 75 -> 63 us, the same without triggers 27-28).
+--
+-- The same short path for one-row UPDATEs (a claim, a completion; the old key's -1 and the new
+-- key's +1, job_flow only when the kind's unfinished rows change) was measured and not kept:
+-- in one statement or three, ~35 us over an empty trigger function like 0025's grouped one
+-- (claim 142 vs 145 us, completion 141 vs 136, same harness), so jobtui_job_count_changed
+-- stays 0025's. DELETE and TRUNCATE keep 0024's function.
 
 CREATE OR REPLACE FUNCTION __schema__.jobtui_job_count_added() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -84,112 +87,6 @@ BEGIN
     FROM g
     WHERE g.state IN ('waiting', 'running', 'exhausted')
     GROUP BY g.kind
-    )
-    SELECT count(*) INTO added FROM counts;
-  END IF;
-  IF __schema__.jobtui_trigger_folds_now(added) THEN
-    PERFORM __schema__.jobtui_fold_job_counts();
-  END IF;
-  RETURN NULL;
-END
-$fn$;
-
-CREATE OR REPLACE FUNCTION __schema__.jobtui_job_count_changed() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  r record;
-  added bigint := 0;
-BEGIN
-  SELECT c.rows, o.kind AS ok, o.state AS os, o.due AS od, o.retrying AS oretry,
-         o.cancel_open AS ocancel, o.unfinished AS ounf,
-         w.kind AS nk, w.state AS ns, w.due AS nd, w.retrying AS nretry,
-         w.cancel_open AS ncancel, w.unfinished AS nunf
-  INTO r
-  FROM (SELECT count(*) AS rows FROM (SELECT FROM new_rows LIMIT 2) x) c
-  LEFT JOIN LATERAL (
-    SELECT s.kind, s.state,
-           CASE WHEN s.state = 'waiting' THEN date_trunc('minute', s.run_at, 'UTC') END AS due,
-           (s.state = 'waiting' AND s.attempts > 0)::int AS retrying,
-           (s.finished_at IS NULL AND s.cancelled_at IS NOT NULL)::int AS cancel_open,
-           (s.finished_at IS NULL)::int AS unfinished
-    FROM (SELECT o.kind, o.run_at, o.attempts, o.finished_at, o.cancelled_at,
-                 __schema__.jobtui_job_state(o.attempts, o.max_attempts, o.locked_at,
-                                             o.finished_at, o.cancelled_at) AS state
-          FROM old_rows o LIMIT 1) s) o ON true
-  LEFT JOIN LATERAL (
-    SELECT s.kind, s.state,
-           CASE WHEN s.state = 'waiting' THEN date_trunc('minute', s.run_at, 'UTC') END AS due,
-           (s.state = 'waiting' AND s.attempts > 0)::int AS retrying,
-           (s.finished_at IS NULL AND s.cancelled_at IS NOT NULL)::int AS cancel_open,
-           (s.finished_at IS NULL)::int AS unfinished
-    FROM (SELECT w.kind, w.run_at, w.attempts, w.finished_at, w.cancelled_at,
-                 __schema__.jobtui_job_state(w.attempts, w.max_attempts, w.locked_at,
-                                             w.finished_at, w.cancelled_at) AS state
-          FROM new_rows w LIMIT 1) s) w ON true;
-  IF r.rows = 1 THEN
-    IF r.ok <> r.nk OR r.os <> r.ns OR r.od IS DISTINCT FROM r.nd THEN
-      INSERT INTO __schema__.job_counts (kind, state, due, n)
-      VALUES (r.ok, r.os, r.od, -1), (r.nk, r.ns, r.nd, 1);
-      added := 2;
-    END IF;
-    IF r.oretry + r.ocancel + r.nretry + r.ncancel > 0 THEN
-      -- The retrying and cancel_open rows, net per kind (the old row's kind loses them, the
-      -- new row's gains them; one kind: the difference).
-      INSERT INTO __schema__.job_counts (kind, state, due, n)
-      SELECT v.kind, v.state, NULL, sum(v.n)
-      FROM (VALUES (r.ok, 'retrying', -r.oretry), (r.nk, 'retrying', r.nretry),
-                   (r.ok, 'cancel_open', -r.ocancel), (r.nk, 'cancel_open', r.ncancel))
-           v(kind, state, n)
-      GROUP BY v.kind, v.state HAVING sum(v.n) <> 0;
-      added := added + 2;
-    END IF;
-    IF r.ok <> r.nk AND r.ounf + r.nunf > 0 OR r.ounf <> r.nunf THEN
-      -- Flow: each kind's net change of unfinished rows.
-      INSERT INTO __schema__.job_flow (minute, kind, arrived, departed)
-      SELECT date_trunc('minute', now(), 'UTC'), v.kind, greatest(sum(v.n), 0),
-             greatest(-sum(v.n), 0)
-      FROM (VALUES (r.ok, -r.ounf), (r.nk, r.nunf)) v(kind, n)
-      GROUP BY v.kind HAVING sum(v.n) <> 0;
-    END IF;
-  ELSIF r.rows > 1 THEN
-    -- Many rows: 0025's statement, grouped.
-    WITH g AS (
-      SELECT s.kind, s.state, s.due, sum(s.sign) AS n,
-             coalesce(sum(s.sign) FILTER (WHERE s.state = 'waiting' AND s.attempts > 0), 0)
-               AS retrying,
-             coalesce(sum(s.sign) FILTER (WHERE s.finished_at IS NULL
-                                            AND s.cancelled_at IS NOT NULL), 0) AS cancel_open
-      FROM (SELECT -1 AS sign, o.kind, o.attempts, o.finished_at, o.cancelled_at,
-                   __schema__.jobtui_job_state(o.attempts, o.max_attempts, o.locked_at,
-                                               o.finished_at, o.cancelled_at) AS state,
-                   CASE WHEN o.finished_at IS NULL AND o.locked_at IS NULL
-                             AND o.attempts < o.max_attempts
-                        THEN date_trunc('minute', o.run_at, 'UTC') END AS due
-            FROM old_rows o
-            UNION ALL
-            SELECT 1, w.kind, w.attempts, w.finished_at, w.cancelled_at,
-                   __schema__.jobtui_job_state(w.attempts, w.max_attempts, w.locked_at,
-                                               w.finished_at, w.cancelled_at),
-                   CASE WHEN w.finished_at IS NULL AND w.locked_at IS NULL
-                             AND w.attempts < w.max_attempts
-                        THEN date_trunc('minute', w.run_at, 'UTC') END
-            FROM new_rows w) s
-      GROUP BY 1, 2, 3
-    ), counts AS (
-      INSERT INTO __schema__.job_counts (kind, state, due, n)
-      SELECT g.kind, g.state, g.due, g.n FROM g WHERE g.n <> 0
-      UNION ALL
-      SELECT g.kind, 'retrying', NULL, g.retrying FROM g WHERE g.retrying <> 0
-      UNION ALL
-      SELECT g.kind, 'cancel_open', NULL, g.cancel_open FROM g WHERE g.cancel_open <> 0
-      RETURNING 1
-    ), flow AS (
-    INSERT INTO __schema__.job_flow (minute, kind, arrived, departed)
-    SELECT date_trunc('minute', now(), 'UTC'), g.kind, greatest(sum(g.n), 0),
-           greatest(-sum(g.n), 0)
-    FROM g
-    WHERE g.state IN ('waiting', 'running', 'exhausted')
-    GROUP BY g.kind HAVING sum(g.n) <> 0
     )
     SELECT count(*) INTO added FROM counts;
   END IF;
