@@ -106,6 +106,9 @@ $fn$;
 -- a row with a cancel request is still never claimed, a limit is still never exceeded
 -- (`room` counts what runs; `pick` takes at most room.n a kind). Under REPEATABLE READ a
 -- concurrently changed row fails the lock with a serialization error instead, as before.
+-- Its cost did not move measurably (a one-job claim of a limited kind with 2,500 waiting rows,
+-- in-server: ~930-1,000 us a call either way; its UPDATE finds the picked rows by id, so the
+-- re-check ran on those rows only): this is for one rule in both claims, not for speed.
 CREATE OR REPLACE FUNCTION __schema__.jobtui_claim_limited(
   p_kinds text[], p_worker text, p_want int, p_full_poll_s float8
 ) RETURNS TABLE (id bigint, kind text, attempts int, max_attempts int, wait_s float8)
