@@ -435,6 +435,10 @@ def tmux_child(stamps: str, argv: list[str]) -> None:
         def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
             result = inner(self, *args, **kwargs)
             out.write(f"{name} {time.monotonic()}\n")
+            if name == "kind" and getattr(args[0], "rows_read", True):
+                # The kind screen opens before its row scans (kindinfo.load_rows) come back,
+                # saying "loading…" there: this stamp is the screen with every figure.
+                out.write(f"kind-full {time.monotonic()}\n")
             return result
 
         setattr(cls, method, wrapped)
@@ -476,6 +480,7 @@ class TmuxKeys:
         self.console.start_capture()
         self._size = self.console.captured()
         self.growths: list[float] = []
+        self.sent_at = 0.0  # when the last press was sent
 
     def _poll(self) -> None:
         size = self.console.captured()
@@ -525,7 +530,7 @@ class TmuxKeys:
     def press(self, keys: tuple[str, ...], shown: str | None) -> float | None:
         """Milliseconds from sending `keys` to the drawn result; None if lost."""
         self.quiet()
-        t0 = time.monotonic()
+        t0 = self.sent_at = time.monotonic()
         self.console.send(*keys)
         drawn = self.wait(shown, t0)
         return None if drawn is None else (drawn - t0) * 1000
@@ -590,6 +595,10 @@ def drive_tmux(
             for _ in range(round_no):  # another kind each round
                 timed_key("down", ("Down",), None, record=False)
             timed_key("enter (overview: kind screen)", ("Enter",), "kind")
+            full = keys.wait("kind-full", keys.sent_at)
+            if full is not None:
+                label = "  … every figure (its row scans too)"
+                out.setdefault(label, []).append(((full - keys.sent_at) * 1000, None, 0.0, 0.0))
             timed_key("escape", ("Escape",), None, record=False)
             for _ in range(round_no):
                 timed_key("up", ("Up",), None, record=False)

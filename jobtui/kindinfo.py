@@ -8,13 +8,19 @@ gives its depth over the span, its dead letters by error signature, and its sett
 handler's (as the last worker that declared it recorded them, migration 0018), the rows' own
 max_attempts, the pause (who, when), the limits in force and the workers that handle it.
 
+Two figures read the kind's unfinished rows themselves, so their cost grows with the kind's
+backlog (no count table holds them, and an index on `jobs` for them would cost every job's
+writes): the rows' own max_attempts and the errors of the jobs waiting to retry. The console
+reads them after the rest (`load(..., rows=False)`, then `load_rows`), so the screen opens on
+the other figures at once and says "loading…" where these will be (jobtui/tui/screens/kind.py).
+
 The span is the last hour (60 one-minute buckets) or the last day (72 buckets of 20 minutes):
 both fit a chart at 80 columns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,6 +99,14 @@ class KindWorker:
 
 
 @dataclass(frozen=True)
+class RowFigures:
+    """What only the kind's unfinished rows tell (`load_rows`)."""
+
+    max_attempts: tuple[int, int] | None  # lowest and highest among unfinished rows
+    retry_errors: list[ErrorGroup]
+
+
+@dataclass(frozen=True)
 class KindInfo:
     kind: str
     span: str
@@ -115,6 +129,17 @@ class KindInfo:
     # The Overview's drain estimate for this kind, over the same window (metrics.drain_estimate).
     drain_s: float | None = None
     not_draining: bool = False
+    # False: row_max_attempts and retry_errors are not read yet (load(..., rows=False)); they
+    # are then None and [], which mean nothing. with_rows() fills them in.
+    rows_read: bool = True
+
+    def with_rows(self, rows: RowFigures) -> KindInfo:
+        return replace(
+            self,
+            row_max_attempts=rows.max_attempts,
+            retry_errors=rows.retry_errors,
+            rows_read=True,
+        )
 
     @property
     def live_workers(self) -> list[KindWorker]:
@@ -132,16 +157,69 @@ def _groups(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
     ]
 
 
-async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str) -> KindInfo:
-    """Everything the kind screen shows about `kind` over `span` ("hour" or "day")."""
+async def _pipelined(
+    conn: psycopg.AsyncConnection, statements: list[tuple[str, dict[str, Any]]]
+) -> list[list[dict[str, Any]]]:
+    """Each statement's rows, the statements sent at once (pipeline mode): the server reads
+    while the console draws the screen that asked, instead of waiting for the console between
+    statements."""
+    cursors = []
+    async with conn.pipeline():
+        for sql, args in statements:
+            each = conn.cursor(row_factory=dict_row)
+            await each.execute(sql, args)
+            cursors.append(each)
+    results: list[list[dict[str, Any]]] = []
+    for each in cursors:
+        results.append(await each.fetchall())
+        await each.close()
+    return results
+
+
+async def _snapshot_transaction(cur: psycopg.AsyncCursor[Any], schema: str) -> None:
+    """One instant, read only (as the Overview's snapshot)."""
+    q = queries(schema)
+    await cur.execute(q.metrics_snapshot_transaction)
+    await cur.execute(q.metrics_no_parallel_workers)  # its running rows: a few index entries
+    await cur.execute(q.metrics_no_jit)
+
+
+def _row_statements(schema: str, kind: str) -> list[tuple[str, dict[str, Any]]]:
+    """The reads of the kind's unfinished rows, last in their transaction (the planner
+    settings of kind_rows_by_index hold until its end)."""
+    q = queries(schema)
+    params = {"kind": kind, "limit": TOP_ERRORS}
+    return [
+        (q.kind_retry_errors, params),
+        (q.kind_rows_by_index, {}),
+        (q.kind_row_max_attempts, params),
+    ]
+
+
+def _row_figures(results: list[list[dict[str, Any]]]) -> RowFigures:
+    retry, _, row_max = results
+    low, high = row_max[0]["low"], row_max[0]["high"]
+    return RowFigures(None if low is None else (low, high), _groups(retry))
+
+
+async def load_rows(conn: psycopg.AsyncConnection, schema: str, kind: str) -> RowFigures:
+    """The figures `load(..., rows=False)` leaves out, in a transaction of their own."""
+    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        await _snapshot_transaction(cur, schema)
+        return _row_figures(await _pipelined(conn, _row_statements(schema, kind)))
+
+
+async def load(
+    conn: psycopg.AsyncConnection, schema: str, kind: str, span: str, rows: bool = True
+) -> KindInfo:
+    """Everything the kind screen shows about `kind` over `span` ("hour" or "day"); without
+    the figures of `load_rows` when not `rows` (`rows_read` is then False)."""
     if span not in SPANS:
         raise InvalidSpan(f"unknown span {span!r}: use {', '.join(SPANS)}")
     back, width = SPANS[span]
     q = queries(schema)
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(q.metrics_snapshot_transaction)
-        await cur.execute(q.metrics_no_parallel_workers)  # its running rows: a few index entries
-        await cur.execute(q.metrics_no_jit)
+        await _snapshot_transaction(cur, schema)
         await cur.execute(q.kind_clock)
         clock = await cur.fetchone()
         assert clock is not None
@@ -152,11 +230,9 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
             for sql in (
                 q.kind_minutes,
                 q.metrics_state_counts,  # every kind's, from 0016's counts; this kind's is kept
-                q.kind_row_max_attempts,
                 q.kind_dead_count,
                 q.kind_depth_changes,
                 q.kind_dead_signatures,
-                q.kind_retry_errors,
                 q.kind_handler,
                 q.kind_paused,
                 q.kind_limits,
@@ -164,32 +240,23 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
             )
         ]
         statements.append((q.metrics_flow, {"back": DRAIN_WINDOW_MIN - 1}))
-        # Sent at once (pipeline mode): the server reads while the console draws the screen
-        # that asked, instead of waiting for the console between statements.
-        cursors = []
-        async with conn.pipeline():
-            for sql, args in statements:
-                each = conn.cursor(row_factory=dict_row)
-                await each.execute(sql, args)
-                cursors.append(each)
-        results: list[list[dict[str, Any]]] = []
-        for each in cursors:
-            results.append(await each.fetchall())
-            await each.close()
-        flow = next((r for r in results.pop() if r["kind"] == kind), None)
+        if rows:
+            statements += _row_statements(schema, kind)
+        results = await _pipelined(conn, statements)
+    row_figures = _row_figures(results[-3:]) if rows else RowFigures(None, [])
     (
         minutes,
         pending,
-        row_max,
         dead_count,
         changes,
         dead,
-        retry,
         handler,
         paused,
         limits,
         workers,
-    ) = results
+        flow_rows,
+    ) = results[:10]
+    flow = next((r for r in flow_rows if r["kind"] == kind), None)
     now_counts = next((r for r in pending if r["kind"] == kind), None) or dict.fromkeys(
         ("ready", "scheduled", "running", "exhausted", "retrying"), 0
     )
@@ -211,11 +278,9 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         retrying=int(now_counts["retrying"]),
         exhausted=int(now_counts["exhausted"]),
         dead=int(dead_count[0]["dead"]),
-        row_max_attempts=(
-            (row_max[0]["low"], row_max[0]["high"]) if row_max[0]["low"] is not None else None
-        ),
+        row_max_attempts=row_figures.max_attempts,
         dead_errors=_groups(dead),
-        retry_errors=_groups(retry),
+        retry_errors=row_figures.retry_errors,
         handler=HandlerInfo(**handler[0]) if handler else None,
         paused_by=paused[0]["paused_by"] if paused else None,
         paused_at=paused[0]["paused_at"] if paused else None,
@@ -233,6 +298,7 @@ async def load(conn: psycopg.AsyncConnection, schema: str, kind: str, span: str)
         workers=[KindWorker(**w) for w in workers],
         drain_s=drain_s,
         not_draining=not_draining,
+        rows_read=rows,
     )
 
 

@@ -8,6 +8,12 @@ limits, the workers handling it). Severity reads without colour: ✗ failures, �
 refresh interval (at least every 5 s: the day's figures read more rows), and a region is
 repainted only when its text changed.
 
+Opened on a kind (or span), the screen shows its figures as soon as they are read, except the
+two that read the kind's unfinished rows (its jobs waiting to retry, by error, and the rows'
+own max attempts: their cost grows with the kind's backlog), which say "loading…" until their
+own read, right after, replaces them. A refresh of the kind and span shown reads both and
+repaints once, so figures of an earlier read are never shown beside a newer one's.
+
 BINDINGS:
     t        last hour / last day
     j        the kind's jobs (Jobs tab, filtered)
@@ -78,7 +84,8 @@ class KindScreen(Screen[None]):
         super().__init__()
         self.kind = kind
         self.span = span
-        self.info: KindInfo | None = None
+        self.info: KindInfo | None = None  # complete: the row figures read too
+        self._drawn: KindInfo | None = None  # what the screen shows (its row figures maybe not)
         self._timer: Timer | None = None
 
     @property
@@ -117,7 +124,7 @@ class KindScreen(Screen[None]):
         under this kind's name."""
         if (kind, "hour") == (self.kind, self.span):
             return  # what it shows is of this kind and span: kept until the read replaces it
-        self.kind, self.span, self.info = kind, "hour", None
+        self.kind, self.span, self.info, self._drawn = kind, "hour", None, None
         self._set("#kind-head", Text("loading…", style="dim"))
         for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
             self._set(selector, Text(""))
@@ -133,18 +140,26 @@ class KindScreen(Screen[None]):
 
     @work(exclusive=True, group="kind")
     async def reload(self) -> None:
+        kind, span = self.kind, self.span
         try:
-            info = await self.console.link.run(kindinfo.load, self.kind, self.span)
+            # positional: rows=False
+            info = await self.console.link.run(kindinfo.load, kind, span, False)
+            if (kind, span) != (self.kind, self.span):
+                return  # read for the kind or span shown before (the screen is kept: show_kind)
+            if self.info is None or (self.info.kind, self.info.span) != (kind, span):
+                self._show(info)  # opened, or another span: at once, the row figures loading
+            rows = await self.console.link.run(kindinfo.load_rows, kind)
         except LinkDown as exc:
             self._set("#kind-head", Text(f"database unreachable: {exc.message}", style="bold"))
             return
-        if (info.kind, info.span) != (self.kind, self.span):
-            return  # read for the kind or span shown before (the screen is kept: show_kind)
-        self.info = info
-        self._show(info)
+        if (kind, span) != (self.kind, self.span):
+            return
+        self.info = info.with_rows(rows)
+        self._show(self.info)
         self.refresh_bindings()
 
     def _show(self, info: KindInfo) -> None:
+        self._drawn = info
         self._set("#kind-head", head(info))
         width = self.query_one("#kind-scroll").size.width - 1  # less the scrollbar
         self._set("#kind-charts", charts(info, width))
@@ -152,8 +167,8 @@ class KindScreen(Screen[None]):
         self._set("#kind-settings", settings(info))
 
     def on_resize(self) -> None:
-        if self.info is not None:
-            self._show(self.info)
+        if self._drawn is not None:
+            self._show(self._drawn)
 
     def _set(self, selector: str, text: Text) -> None:
         """Repaint only what changed: an idle kind screen sends nothing to the terminal."""
@@ -182,7 +197,7 @@ class KindScreen(Screen[None]):
         self.post_message(self.DeadAsked(self.kind))
 
     def action_toggle_pause(self) -> None:
-        paused = self.info is not None and self.info.paused_by is not None
+        paused = self._drawn is not None and self._drawn.paused_by is not None
         self.post_message(PauseAsked(self.kind, paused))
 
     def action_limits(self) -> None:
@@ -303,7 +318,9 @@ def errors(info: KindInfo) -> Text:
         lines += _group_lines(info.dead_errors, "bold", "last died")
     else:
         lines.append(Text("no dead letters", style="dim"))
-    if info.retry_errors:
+    if not info.rows_read:
+        lines.append(Text("jobs waiting to retry, by error: loading…", style="dim"))
+    elif info.retry_errors:
         jobs = f"{info.retrying:,} job{'' if info.retrying == 1 else 's'}"
         lines.append(Text(f"! waiting to retry, by error ({jobs})", style="bold"))
         lines += _group_lines(info.retry_errors, "", "next run")
@@ -333,7 +350,9 @@ def settings(info: KindInfo) -> Text:
     h = info.handler
     rows_max = info.row_max_attempts
     rows_text = (
-        ""
+        "unfinished rows: loading…"
+        if not info.rows_read
+        else ""
         if rows_max is None
         else f"unfinished rows say {rows_max[0]}"
         + (f"–{rows_max[1]}" if rows_max[1] != rows_max[0] else "")
