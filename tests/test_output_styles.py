@@ -17,7 +17,7 @@ from psycopg import conninfo
 from test_cli_support import assert_ok, run_cli
 from test_tui_console import SIZE, add_dead, config, goto, rendered, table, until
 
-from jobtui import enqueue
+from jobtui import enqueue, enqueue_many
 from jobtui.db import connect
 from jobtui.registry import Registry
 from jobtui.tui.app import JobtuiApp
@@ -136,3 +136,20 @@ def test_behind_pgbouncer_jobtui_leaves_other_clients_their_interval_style(
     stats = json.loads(assert_ok(run_cli("stats", "--json", dsn=tx_pooled_dsn)))
     assert stats["totals"]["ready"] == 1
     assert "send_email" in assert_ok(run_cli("jobs", "list", dsn=tx_pooled_dsn))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="enqueue_many loads `SELECT now()` (enqueue.sql transaction_now) as text on the"
+    " caller's own connection: can't parse timestamptz with DateStyle 'SQL, DMY'. Fix in"
+    " jobtui/enqueue.py (execute it with binary=True, both twins); then drop this marker.",
+)
+async def test_enqueue_many_on_the_callers_own_connection_with_sql_styles(
+    sql_style_dsn: str,
+) -> None:
+    """The producer API on a connection the application opened (no jobtui SET on it)."""
+    with psycopg.connect(sql_style_dsn, autocommit=True) as mine:
+        enqueue(mine, "one", {})  # the single path reads no timestamp: it works
+        enqueue_many(mine, [{"kind": "many", "payload": {}}, {"kind": "many", "payload": {}}])
+    async with await psycopg.AsyncConnection.connect(sql_style_dsn, autocommit=True) as amine:
+        await enqueue_many(amine, [{"kind": "many", "payload": {}}])
