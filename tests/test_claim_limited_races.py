@@ -75,6 +75,7 @@ def test_a_job_changed_during_a_limited_claim_is_not_claimed(
         deadline = time.monotonic() + 10
         while not conn.execute(
             "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ).fetchone()[0]:  # type: ignore[index]
             assert time.monotonic() < deadline, "the claim never reached the advisory lock"
             time.sleep(0.02)
