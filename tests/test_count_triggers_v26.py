@@ -161,3 +161,29 @@ def test_a_one_row_claim_writes_one_pair_of_count_rows_and_no_flow(
     assert conn.execute("SELECT count(*) FROM job_flow").fetchone() == flow_rows
     after = conn.execute("SELECT count(*) FROM job_counts").fetchone()
     assert after is not None and counts_rows is not None and after[0] == counts_rows[0] + 2
+
+
+@pytest.mark.parametrize("fold_setting", ["off", "unset"])
+def test_a_delete_folds_by_the_rule_of_the_other_count_triggers(
+    conn: psycopg.Connection, fold_setting: str
+) -> None:
+    """0024's DELETE trigger folded 1 statement in 64 in READ COMMITTED whatever the
+    connection said and however small job_counts was: a worker's dead-letter move or prune (a
+    DELETE, on a connection with `jobtui.fold_in_trigger = off`) waited for a fold, and a
+    foreign writer's deletes folded a table of a few rows. Now neither: 600 one-row DELETEs
+    (a fold among them, before: all but 1 run in 10,000) each leave their count row."""
+    conn.execute("SET jobtui.fold_in_trigger = off")
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at)"
+        " SELECT 'mail', '{}', now() + g * interval '1 minute' FROM generate_series(1, 600) g"
+    )
+    if fold_setting == "unset":  # a foreign writer; job_counts is small (a few hundred rows)
+        conn.execute("RESET jobtui.fold_in_trigger")
+    ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id").fetchall()]
+    before = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    assert before is not None
+    for job in ids:
+        conn.execute("DELETE FROM jobs WHERE id = %s", (job,))
+    assert conn.execute("SELECT count(*) FROM job_counts").fetchone() == (before[0] + 600,)
+    assert rows(conn, COUNTED) == rows(conn, RECOUNT) == Counter()
+    assert flow(conn) == {"mail": (600, 600)}
