@@ -187,3 +187,36 @@ def test_a_delete_folds_by_the_rule_of_the_other_count_triggers(
     assert conn.execute("SELECT count(*) FROM job_counts").fetchone() == (before[0] + 600,)
     assert rows(conn, COUNTED) == rows(conn, RECOUNT) == Counter()
     assert flow(conn) == {"mail": (600, 600)}
+
+
+DEAD = (
+    "INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at, run_at,"
+    " reason) VALUES (%s, 'mail', '{}', 1, 1, now(), now(), 'exhausted')"
+)
+# A seed under which the session's next random() is below 0.05: the dead-letter trigger's
+# 1-in-20 compaction then runs (setseed makes random() repeatable).
+COMPACTS = 0.027
+
+
+def test_a_dead_letter_written_under_repeatable_read_never_fails_on_a_compaction(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """dead_letter_counts' compaction under REPEATABLE READ deleted rows a concurrent
+    compaction had deleted since the snapshot: 'could not serialize access due to concurrent
+    delete' failed the writer's statement. Now it compacts in READ COMMITTED only."""
+    conn.execute("SELECT setseed(%s)", (COMPACTS,))
+    assert conn.execute("SELECT random() < 0.05").fetchone() == (True,)
+    conn.execute(DEAD, (1,))
+    with psycopg.connect(dsn, autocommit=True) as writer:
+        writer.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        writer.execute("SELECT count(*) FROM dead_letters")  # the snapshot
+        conn.execute("SELECT setseed(%s)", (COMPACTS,))
+        conn.execute(DEAD, (2,))  # compacts: deletes and rewrites the kind's rows
+        writer.execute("SELECT setseed(%s)", (COMPACTS,))
+        writer.execute(DEAD, (3,))  # would compact: the rows it sees are gone
+        writer.execute("COMMIT")
+    counted = conn.execute("SELECT sum(n) FROM dead_letter_counts WHERE kind = 'mail'")
+    assert counted.fetchone() == (3,)
+    conn.execute("SELECT setseed(%s)", (COMPACTS,))
+    conn.execute(DEAD, (4,))  # READ COMMITTED still compacts: one row for the kind
+    assert conn.execute("SELECT count(*), sum(n) FROM dead_letter_counts").fetchone() == (1, 4)
