@@ -45,14 +45,16 @@ def _pooled(client_pid: int, server_pid: Any) -> bool:
     return server_pid is not None and int(server_pid) != client_pid
 
 
+def behind_pooler(conn: psycopg.Connection) -> bool:
+    """Whether `conn` goes through PgBouncer (see `_pooled`); one round trip."""
+    row = conn.execute(queries().backend_pid, prepare=False).fetchone()
+    return _pooled(conn.info.backend_pid, row[0] if row else None)
+
+
 def apply_prepared_mode(conn: psycopg.Connection) -> bool:
     """Turn prepared statements off on `conn` when the setting says so; True if off."""
     mode = prepared_mode()
-    if mode == "auto":
-        row = conn.execute(queries().backend_pid, prepare=False).fetchone()
-        off = _pooled(conn.info.backend_pid, row[0] if row else None)
-    else:
-        off = mode == "off"
+    off = behind_pooler(conn) if mode == "auto" else mode == "off"
     if off:
         conn.prepare_threshold = None
     return off
@@ -74,23 +76,51 @@ async def aapply_prepared_mode(conn: psycopg.AsyncConnection) -> bool:
     return off
 
 
-def _needs_output_styles(conn: psycopg.Connection | psycopg.AsyncConnection) -> bool:
-    """Whether the session reports a date or interval style psycopg cannot read."""
+def _output_styles(conn: psycopg.Connection | psycopg.AsyncConnection) -> tuple[bool, bool]:
+    """Whether the session reports a date style, and an interval style, psycopg cannot read."""
     date_style = conn.info.parameter_status("DateStyle") or "ISO"
     interval_style = conn.info.parameter_status("IntervalStyle") or "postgres"
-    return not date_style.startswith("ISO") or interval_style != "postgres"
+    return not date_style.startswith("ISO"), interval_style != "postgres"
+
+
+def _output_styles_sql(date: bool, interval: bool) -> str | None:
+    """The SETs for what needs setting; None when nothing does.
+
+    Behind a pooler (`_pooled`) IntervalStyle is left alone: PgBouncer before 1.20 does not
+    track it, so a SET would stay on whichever server connection took it and hand other clients
+    of the pool intervals in a style they were not told of (their reads fail), while this
+    client's later transactions land on connections that never got it. jobtui reads no interval
+    columns, and psycopg writes intervals in a form every style reads. DateStyle is tracked by
+    every PgBouncer (restored per client on each server connection), so it is still set."""
+    q = queries()
+    if date and interval:
+        return q.output_styles
+    if date:
+        return q.output_date_style
+    if interval:
+        return q.output_interval_style
+    return None
 
 
 def apply_output_styles(conn: psycopg.Connection) -> None:
-    """Set ISO dates and `postgres` intervals when the server's default is another style."""
-    if _needs_output_styles(conn):
-        conn.execute(queries().output_styles, prepare=False)
+    """Set ISO dates and `postgres` intervals when the server's default is another style
+    (the interval style not behind a pooler: see `_output_styles_sql`)."""
+    date, interval = _output_styles(conn)
+    if interval:
+        interval = not behind_pooler(conn)
+    sql = _output_styles_sql(date, interval)
+    if sql:
+        conn.execute(sql, prepare=False)
 
 
 async def aapply_output_styles(conn: psycopg.AsyncConnection) -> None:
     """Async twin of apply_output_styles."""
-    if _needs_output_styles(conn):
-        await conn.execute(queries().output_styles, prepare=False)
+    date, interval = _output_styles(conn)
+    if interval:
+        interval = not await abehind_pooler(conn)
+    sql = _output_styles_sql(date, interval)
+    if sql:
+        await conn.execute(sql, prepare=False)
 
 
 class SchemaMissing(Exception):

@@ -161,3 +161,62 @@ def test_a_one_row_claim_writes_one_pair_of_count_rows_and_no_flow(
     assert conn.execute("SELECT count(*) FROM job_flow").fetchone() == flow_rows
     after = conn.execute("SELECT count(*) FROM job_counts").fetchone()
     assert after is not None and counts_rows is not None and after[0] == counts_rows[0] + 2
+
+
+@pytest.mark.parametrize("fold_setting", ["off", "unset"])
+def test_a_delete_folds_by_the_rule_of_the_other_count_triggers(
+    conn: psycopg.Connection, fold_setting: str
+) -> None:
+    """0024's DELETE trigger folded 1 statement in 64 in READ COMMITTED whatever the
+    connection said and however small job_counts was: a worker's dead-letter move or prune (a
+    DELETE, on a connection with `jobtui.fold_in_trigger = off`) waited for a fold, and a
+    foreign writer's deletes folded a table of a few rows. Now neither: 600 one-row DELETEs
+    (a fold among them, before: all but 1 run in 10,000) each leave their count row."""
+    conn.execute("SET jobtui.fold_in_trigger = off")
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at)"
+        " SELECT 'mail', '{}', now() + g * interval '1 minute' FROM generate_series(1, 600) g"
+    )
+    if fold_setting == "unset":  # a foreign writer; job_counts is small (a few hundred rows)
+        conn.execute("RESET jobtui.fold_in_trigger")
+    ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id").fetchall()]
+    before = conn.execute("SELECT count(*) FROM job_counts").fetchone()
+    assert before is not None
+    for job in ids:
+        conn.execute("DELETE FROM jobs WHERE id = %s", (job,))
+    assert conn.execute("SELECT count(*) FROM job_counts").fetchone() == (before[0] + 600,)
+    assert rows(conn, COUNTED) == rows(conn, RECOUNT) == Counter()
+    assert flow(conn) == {"mail": (600, 600)}
+
+
+DEAD = (
+    "INSERT INTO dead_letters (id, kind, payload, attempts, max_attempts, created_at, run_at,"
+    " reason) VALUES (%s, 'mail', '{}', 1, 1, now(), now(), 'exhausted')"
+)
+# A seed under which the session's next random() is below 0.05: the dead-letter trigger's
+# 1-in-20 compaction then runs (setseed makes random() repeatable).
+COMPACTS = 0.027
+
+
+def test_a_dead_letter_written_under_repeatable_read_never_fails_on_a_compaction(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """dead_letter_counts' compaction under REPEATABLE READ deleted rows a concurrent
+    compaction had deleted since the snapshot: 'could not serialize access due to concurrent
+    delete' failed the writer's statement. Now it compacts in READ COMMITTED only."""
+    conn.execute("SELECT setseed(%s)", (COMPACTS,))
+    assert conn.execute("SELECT random() < 0.05").fetchone() == (True,)
+    conn.execute(DEAD, (1,))
+    with psycopg.connect(dsn, autocommit=True) as writer:
+        writer.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        writer.execute("SELECT count(*) FROM dead_letters")  # the snapshot
+        conn.execute("SELECT setseed(%s)", (COMPACTS,))
+        conn.execute(DEAD, (2,))  # compacts: deletes and rewrites the kind's rows
+        writer.execute("SELECT setseed(%s)", (COMPACTS,))
+        writer.execute(DEAD, (3,))  # would compact: the rows it sees are gone
+        writer.execute("COMMIT")
+    counted = conn.execute("SELECT sum(n) FROM dead_letter_counts WHERE kind = 'mail'")
+    assert counted.fetchone() == (3,)
+    conn.execute("SELECT setseed(%s)", (COMPACTS,))
+    conn.execute(DEAD, (4,))  # READ COMMITTED still compacts: one row for the kind
+    assert conn.execute("SELECT count(*), sum(n) FROM dead_letter_counts").fetchone() == (1, 4)

@@ -25,7 +25,7 @@
 -- key's +1, job_flow only when the kind's unfinished rows change) was measured and not kept:
 -- in one statement or three, ~35 us over an empty trigger function like 0025's grouped one
 -- (claim 142 vs 145 us, completion 141 vs 136, same harness), so jobtui_job_count_changed
--- stays 0025's. DELETE and TRUNCATE keep 0024's function.
+-- stays 0025's. DELETE and TRUNCATE keep 0024's counting, now folding by the same rule (below).
 
 CREATE OR REPLACE FUNCTION __schema__.jobtui_job_count_added() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
@@ -203,5 +203,105 @@ BEGIN
         AND x.run_at <= now()
         AND x.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind,
                                                          x.max_attempts));
+END
+$fn$;
+
+-- The DELETE trigger's function (TRUNCATE's too) folded by 0024's own rule, 1 statement in
+-- 64 in READ COMMITTED: also on a connection that said `jobtui.fold_in_trigger = off` (the
+-- bundled worker's, whose dead-letter moves and prunes are DELETEs) and at any size of
+-- job_counts. It now folds by the rule the INSERT and UPDATE triggers follow
+-- (jobtui_trigger_folds_now: READ COMMITTED only, never where jobtui.fold_in_trigger is off,
+-- at once for more than 1,000 count rows, else 1 in 64 once job_counts is large), and keeps
+-- only the branches its triggers fire: a DELETE departs (its count rows are 0024's, and each
+-- kind's unfinished rows gone are departures in job_flow); a TRUNCATE empties the counts and
+-- writes no departures.
+CREATE OR REPLACE FUNCTION __schema__.jobtui_job_count() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  added bigint;
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    DELETE FROM __schema__.job_counts;
+    RETURN NULL;
+  ELSIF TG_OP <> 'DELETE' THEN
+    RAISE EXCEPTION 'jobtui_job_count() counts DELETE and TRUNCATE only, not %', TG_OP;
+  END IF;
+  WITH g AS (
+    SELECT s.kind, s.state, s.due, -count(*) AS n,
+           -count(*) FILTER (WHERE s.state = 'waiting' AND s.attempts > 0) AS retrying,
+           -count(*) FILTER (WHERE s.finished_at IS NULL AND s.cancelled_at IS NOT NULL)
+             AS cancel_open
+    FROM (SELECT o.kind, o.attempts, o.finished_at, o.cancelled_at,
+                 __schema__.jobtui_job_state(o.attempts, o.max_attempts, o.locked_at,
+                                             o.finished_at, o.cancelled_at) AS state,
+                 CASE WHEN o.finished_at IS NULL AND o.locked_at IS NULL
+                           AND o.attempts < o.max_attempts
+                      THEN date_trunc('minute', o.run_at, 'UTC') END AS due
+          FROM old_rows o) s
+    GROUP BY 1, 2, 3
+  ), counts AS (
+    INSERT INTO __schema__.job_counts (kind, state, due, n)
+    SELECT g.kind, g.state, g.due, g.n FROM g
+    UNION ALL
+    SELECT g.kind, 'retrying', NULL, sum(g.retrying) FROM g
+    GROUP BY g.kind HAVING sum(g.retrying) <> 0
+    UNION ALL
+    SELECT g.kind, 'cancel_open', NULL, sum(g.cancel_open) FROM g
+    GROUP BY g.kind HAVING sum(g.cancel_open) <> 0
+    RETURNING 1
+  ), flow AS (
+    INSERT INTO __schema__.job_flow (minute, kind, arrived, departed)
+    SELECT date_trunc('minute', now(), 'UTC'), g.kind, 0, -sum(g.n)
+    FROM g
+    WHERE g.state IN ('waiting', 'running', 'exhausted')
+    GROUP BY g.kind
+  )
+  SELECT count(*) INTO added FROM counts;
+  IF __schema__.jobtui_trigger_folds_now(added) THEN
+    PERFORM __schema__.jobtui_fold_job_counts();
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+-- dead_letter_counts' own compaction (1 write in 20 merges each kind's rows into one) ran at
+-- any isolation level: under REPEATABLE READ or SERIALIZABLE its DELETE met the rows another
+-- writer's compaction had deleted since the snapshot and failed the caller's INSERT, UPDATE or
+-- DELETE of dead letters ("could not serialize access due to concurrent delete"), the reason
+-- job_counts' fold runs in READ COMMITTED only. Now the same: READ COMMITTED only (where a
+-- concurrent compaction's rows are skipped, not an error). Otherwise 0024's function.
+CREATE OR REPLACE FUNCTION __schema__.jobtui_dead_letter_count() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  k text;
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    DELETE FROM __schema__.dead_letter_counts;
+    RETURN NULL;
+  END IF;
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO __schema__.dead_letter_counts (kind, n)
+    SELECT r.kind, count(*) FROM new_rows r GROUP BY r.kind;
+  ELSIF TG_OP = 'DELETE' THEN
+    INSERT INTO __schema__.dead_letter_counts (kind, n)
+    SELECT r.kind, -count(*) FROM old_rows r GROUP BY r.kind;
+  ELSE  -- UPDATE: only a changed kind moves a count
+    INSERT INTO __schema__.dead_letter_counts (kind, n)
+    SELECT u.kind, sum(u.n) FROM (
+      SELECT r.kind, 1 AS n FROM new_rows r
+      UNION ALL
+      SELECT r.kind, -1 FROM old_rows r
+    ) u GROUP BY u.kind HAVING sum(u.n) <> 0;
+  END IF;
+  IF random() < 0.05 AND current_setting('transaction_isolation') = 'read committed' THEN
+    FOR k IN SELECT DISTINCT c.kind FROM __schema__.dead_letter_counts c ORDER BY 1 LOOP
+      WITH gone AS (
+        DELETE FROM __schema__.dead_letter_counts c WHERE c.kind = k RETURNING c.n
+      )
+      INSERT INTO __schema__.dead_letter_counts (kind, n)
+      SELECT k, sum(g.n) FROM gone g HAVING sum(g.n) <> 0;
+    END LOOP;
+  END IF;
+  RETURN NULL;
 END
 $fn$;

@@ -13,8 +13,15 @@ SELECT pg_backend_pid()
 -- The date and interval output styles psycopg reads (it parses ISO dates and the `postgres`
 -- interval style only). Sent only when the server reported another style for the session: a
 -- role or database with `DateStyle = 'SQL, DMY'` made every timestamptz fail to load. Both are
--- reported parameters, which PgBouncer keeps per client across server connections.
+-- reported parameters; PgBouncer keeps DateStyle per client across server connections, but
+-- IntervalStyle only from 1.20 on, so behind a pooler only DateStyle is set (jobtui.db).
 SET DateStyle TO ISO; SET IntervalStyle TO postgres
+
+-- name: output_date_style
+SET DateStyle TO ISO
+
+-- name: output_interval_style
+SET IntervalStyle TO postgres
 
 -- name: job_phase_waiting
 -- Fragments, not statements: the rows of `jobs` in one phase of a job's life, with the phase as
