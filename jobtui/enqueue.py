@@ -383,7 +383,9 @@ def _enqueue_many_sync(
     q = batch.q
     found: dict[int, Enqueued] = {}
     with conn.transaction():
-        now_row = conn.execute(q.transaction_now).fetchone()
+        # Binary: a caller's connection may have any DateStyle, and psycopg parses text
+        # timestamps in ISO only (the binary form is the same whatever the style).
+        now_row = conn.execute(q.transaction_now, binary=True).fetchone()
         assert now_row is not None
         if batch.copied:
             with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:
@@ -407,7 +409,7 @@ async def _enqueue_many_async(
     q = batch.q
     found: dict[int, Enqueued] = {}
     async with conn.transaction():
-        now_row = await (await conn.execute(q.transaction_now)).fetchone()
+        now_row = await (await conn.execute(q.transaction_now, binary=True)).fetchone()
         assert now_row is not None
         if batch.copied:
             async with conn.cursor() as cur, cur.copy(q.enqueue_copy) as copy:

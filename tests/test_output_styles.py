@@ -138,12 +138,6 @@ def test_behind_pgbouncer_jobtui_leaves_other_clients_their_interval_style(
     assert "send_email" in assert_ok(run_cli("jobs", "list", dsn=tx_pooled_dsn))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="enqueue_many loads `SELECT now()` (enqueue.sql transaction_now) as text on the"
-    " caller's own connection: can't parse timestamptz with DateStyle 'SQL, DMY'. Fix in"
-    " jobtui/enqueue.py (execute it with binary=True, both twins); then drop this marker.",
-)
 async def test_enqueue_many_on_the_callers_own_connection_with_sql_styles(
     sql_style_dsn: str,
 ) -> None:
