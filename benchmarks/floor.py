@@ -311,6 +311,27 @@ def drain_bare(bench: Bench, dsn: str, variant: str, n: int, workers: int, batch
     }
 
 
+def drain_serial(dsn: str, variant: str, n: int, batch: int) -> dict[str, float]:
+    """`--split`: the same claim and completion from one connection, one after the other, each
+    statement timed at the client (its round trip included): what each phase costs a job with no
+    other worker beside it."""
+    load(dsn, n)
+    complete = history_complete(dsn) if variant == HISTORY else COMPLETE
+    claim = CLAIM.format(order=ORDER.get(variant, JOBTUI_ORDER))
+    claim_s = complete_s = 0.0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            t0 = time.perf_counter()
+            ids = [r[0] for r in conn.execute(claim, {"batch": batch}).fetchall()]
+            t1 = time.perf_counter()
+            claim_s += t1 - t0
+            if not ids:
+                break
+            conn.execute(complete, (ids,))
+            complete_s += time.perf_counter() - t1
+    return {"claim_us_per_job": claim_s / n * 1e6, "complete_us_per_job": complete_s / n * 1e6}
+
+
 # ---------------------------------------------------------------------------------------------
 # Rounds
 
@@ -354,6 +375,10 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                 add(variant, "copy_s", one_copy(bench, templates[variant], args.jobs, False))
                 for key, value in one_drain(bench, templates[variant], variant, args).items():
                     add(variant, key, value)
+                if args.split:
+                    with bench.fresh_db("floor", template=templates[variant]) as dsn:
+                        for key, value in drain_serial(dsn, variant, args.jobs, args.batch).items():
+                            add(variant, key, value)
                 print(f"  {variant}: {_brief(results[variant])}", flush=True)
     finally:
         bench.cleanup()
@@ -397,6 +422,16 @@ COLUMNS = (
     ("workers CPU s", "workers_cpu_s", ".2f"),
     ("WAL bytes/job", "wal_bytes_per_job", ",.0f"),
 )
+SPLIT_COLUMNS = (
+    ("claim µs/job, 1 conn", "claim_us_per_job", ".2f"),
+    ("completion µs/job, 1 conn", "complete_us_per_job", ".2f"),
+)
+
+
+def columns(results: dict[str, dict[str, list[float]]]) -> tuple[tuple[str, str, str], ...]:
+    """COLUMNS, and `--split`'s when it ran."""
+    split = any("claim_us_per_job" in figures for figures in results.values())
+    return (*COLUMNS, *SPLIT_COLUMNS) if split else COLUMNS
 
 
 def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
@@ -407,7 +442,7 @@ def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
         if variant in (ARTICLE, PRODUCT) or not figures:
             continue
         cells = []
-        for title, key, _ in COLUMNS:
+        for title, key, _ in columns(results):
             mine = [v for v in figures.get(key, []) if not math.isnan(v)]
             theirs = [v for v in base.get(key, []) if not math.isnan(v)]
             if mine and theirs and statistics.median(theirs):
@@ -417,11 +452,12 @@ def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
 
 
 def print_table(results: dict[str, dict[str, list[float]]]) -> None:
-    header = ["variant", *(c[0] for c in COLUMNS)]
+    shown = columns(results)
+    header = ["variant", *(c[0] for c in shown)]
     rows = [header]
     for variant, figures in results.items():
         if figures:
-            rows.append([variant, *(spread(figures.get(key), fmt) for _, key, fmt in COLUMNS)])
+            rows.append([variant, *(spread(figures.get(key), fmt) for _, key, fmt in shown)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for i, row in enumerate(rows):
         print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
@@ -482,6 +518,11 @@ def main() -> None:
         action="store_true",
         help="also run jobtui's schema with finished jobs moved to a history table",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also time each variant's claim and completion apart, from one connection",
+    )
     args = parser.parse_args()
     if min(args.jobs, args.rounds, args.workers, args.batch) < 1:
         parser.error("--jobs, --rounds, --workers and --batch must be at least 1")
@@ -502,7 +543,7 @@ def main() -> None:
     )
     print_table(results)
     print_targets(results)
-    if args.drop or args.history:
+    if args.drop or args.history or args.split:
         print_ratios(results)
     if args.json:
         with open(args.json, "w") as fh:
