@@ -15,7 +15,8 @@ schema, so the cost of each part of jobtui's schema is visible:
 and, when asked for (not by default), on steps that each take one thing away (triggers on):
 
   jobtui schema, no INDEX              `--drop INDEX[,INDEX…]`: jobtui's schema with that one
-                                       index dropped, a variant per index named
+                                       index dropped, a variant per index named (`A+B`: one
+                                       variant without both)
   jobtui schema, history table         `--history`: the finished phase moved out of `jobs`: the
                                        completion is WITH d AS (DELETE FROM jobs … RETURNING *)
                                        INSERT INTO jobs_history SELECT … (finished_at = now()),
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import multiprocessing as mp
@@ -181,9 +183,10 @@ def setup(variant: str, dsn: str) -> None:
 
 
 def setup_step(conn: psycopg.Connection, variant: str) -> None:
-    """jobtui's schema (migrated on `conn`) with one thing taken away, the triggers on: one
-    index (`NO_INDEX` + its name), or the finished phase moved to a history table (`HISTORY`)."""
-    drop = FINISHED_INDEXES if variant == HISTORY else (variant.removeprefix(NO_INDEX),)
+    """jobtui's schema (migrated on `conn`) with one thing taken away, the triggers on: an
+    index (`NO_INDEX` + its name; several joined by "+" for one variant without them all), or
+    the finished phase moved to a history table (`HISTORY`)."""
+    drop = FINISHED_INDEXES if variant == HISTORY else variant.removeprefix(NO_INDEX).split("+")
     for index in drop:
         row = conn.execute(
             "SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
@@ -355,9 +358,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     def add(variant: str, key: str, value: float) -> None:
         results[variant].setdefault(key, []).append(value)
 
-    templates = {
-        v: bench.template(v.replace(" ", "_").replace(",", ""), _setup_for(v)) for v in variants
-    }
+    templates = {v: bench.template(template_key(v), _setup_for(v)) for v in variants}
     names = [*variants, PRODUCT] if args.product else variants
     try:
         for r in range(args.rounds):
@@ -389,6 +390,15 @@ def extra_variants(args: argparse.Namespace) -> list[str]:
     """The variants `--drop` and `--history` ask for, after the default ones."""
     names = [NO_INDEX + index for index in args.drop]
     return [*names, HISTORY] if args.history else names
+
+
+def template_key(variant: str) -> str:
+    """The variant's name as part of a database name (bench_tpl_KEY_xxxxxxxx, within
+    PostgreSQL's 63 bytes: a longer name would be cut, and two variants could then collide)."""
+    key = variant.replace(" ", "_").replace(",", "").replace("+", "_")
+    if len(key) <= 40:
+        return key
+    return key[:31] + "_" + hashlib.sha1(variant.encode()).hexdigest()[:8]
 
 
 def _setup_for(variant: str) -> Callable[[str], None]:
@@ -511,7 +521,8 @@ def main() -> None:
         action="extend",
         default=[],
         metavar="INDEX[,INDEX…]",
-        help="also run jobtui's schema with each named index dropped, one variant per index",
+        help="also run jobtui's schema with each named index dropped, one variant per index "
+        "(INDEX+INDEX: one variant without both)",
     )
     parser.add_argument(
         "--history",
