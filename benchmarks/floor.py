@@ -22,7 +22,11 @@ and, when asked for (not by default), on steps that each take one thing away (tr
                                        INSERT INTO jobs_history SELECT … (finished_at = now()),
                                        jobs_finished and jobs_finished_kind_id dropped from jobs,
                                        jobs_history a plain copy of jobs' columns with one index,
-                                       (finished_at), and no primary key
+                                       (finished_at), and no primary key; and the same with
+                                       a primary key (id) on jobs_history (both with --history)
+
+`--split` also times each variant's claim and completion apart (µs a job, at the client, one
+connection, no other worker), to tell which phase an index or the history table costs.
 
 The bare worker (one asyncio psycopg connection per process) claims `--batch` jobs with the
 article's UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED)) RETURNING id (the
@@ -102,6 +106,8 @@ VARIANTS = (ARTICLE, FULL, NO_TRIGGERS, CLAIM_ONLY)
 ORDER = {ARTICLE: ARTICLE_ORDER, FULL: JOBTUI_ORDER, NO_TRIGGERS: JOBTUI_ORDER}
 ORDER[CLAIM_ONLY] = JOBTUI_ORDER
 HISTORY = "jobtui schema, history table"
+HISTORY_PK = "jobtui schema, history table with primary key"
+HISTORIES = (HISTORY, HISTORY_PK)
 NO_INDEX = "jobtui schema, no "  # + the index's name: `--drop`'s variants
 # The finished phase's indexes on jobs, which the history table variant moves off it.
 FINISHED_INDEXES = ("jobs_finished", "jobs_finished_kind_id")
@@ -186,7 +192,7 @@ def setup_step(conn: psycopg.Connection, variant: str) -> None:
     """jobtui's schema (migrated on `conn`) with one thing taken away, the triggers on: an
     index (`NO_INDEX` + its name; several joined by "+" for one variant without them all), or
     the finished phase moved to a history table (`HISTORY`)."""
-    drop = FINISHED_INDEXES if variant == HISTORY else variant.removeprefix(NO_INDEX).split("+")
+    drop = FINISHED_INDEXES if variant in HISTORIES else variant.removeprefix(NO_INDEX).split("+")
     for index in drop:
         row = conn.execute(
             "SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
@@ -197,10 +203,13 @@ def setup_step(conn: psycopg.Connection, variant: str) -> None:
             raise ScenarioSkipped(f"{variant}: jobs has no index {index!r} (not the primary key)")
         conn.execute(f'DROP INDEX "{index}"')
     found[variant] = f"dropped {', '.join(drop)}; count triggers on"
-    if variant == HISTORY:
+    if variant in HISTORIES:
         conn.execute("CREATE TABLE jobs_history (LIKE jobs INCLUDING DEFAULTS)")
         conn.execute("CREATE INDEX jobs_history_finished ON jobs_history (finished_at)")
-        found[variant] += "; jobs_history (LIKE jobs), one index (finished_at), no primary key"
+        found[variant] += "; jobs_history (LIKE jobs), an index on (finished_at)"
+        if variant == HISTORY_PK:
+            conn.execute("ALTER TABLE jobs_history ADD PRIMARY KEY (id)")
+        found[variant] += " and its primary key (id)" if variant == HISTORY_PK else " alone"
 
 
 def history_complete(dsn: str) -> str:
@@ -260,7 +269,7 @@ def wal_position(conn: psycopg.Connection) -> str:
 
 def drain_bare(bench: Bench, dsn: str, variant: str, n: int, workers: int, batch: int) -> dict:
     load(dsn, n)
-    complete = history_complete(dsn) if variant == HISTORY else COMPLETE
+    complete = history_complete(dsn) if variant in HISTORIES else COMPLETE
     order = ORDER.get(variant, JOBTUI_ORDER)
     ctx = mp.get_context("spawn")
     ready, go = ctx.Barrier(workers + 1), ctx.Barrier(workers + 1)
@@ -319,7 +328,7 @@ def drain_serial(dsn: str, variant: str, n: int, batch: int) -> dict[str, float]
     statement timed at the client (its round trip included): what each phase costs a job with no
     other worker beside it."""
     load(dsn, n)
-    complete = history_complete(dsn) if variant == HISTORY else COMPLETE
+    complete = history_complete(dsn) if variant in HISTORIES else COMPLETE
     claim = CLAIM.format(order=ORDER.get(variant, JOBTUI_ORDER))
     claim_s = complete_s = 0.0
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -389,7 +398,7 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
 def extra_variants(args: argparse.Namespace) -> list[str]:
     """The variants `--drop` and `--history` ask for, after the default ones."""
     names = [NO_INDEX + index for index in args.drop]
-    return [*names, HISTORY] if args.history else names
+    return [*names, *HISTORIES] if args.history else names
 
 
 def template_key(variant: str) -> str:
@@ -527,7 +536,8 @@ def main() -> None:
     parser.add_argument(
         "--history",
         action="store_true",
-        help="also run jobtui's schema with finished jobs moved to a history table",
+        help="also run jobtui's schema with finished jobs moved to a history table (without and "
+        "with a primary key on it)",
     )
     parser.add_argument(
         "--split",
