@@ -12,6 +12,22 @@ schema, so the cost of each part of jobtui's schema is visible:
   jobtui schema, claim indexes only    the same, and every index dropped but the primary key
                                        and the one the claim uses (found by EXPLAIN)
 
+and, when asked for (not by default), on steps that each take one thing away (triggers on):
+
+  jobtui schema, no INDEX              `--drop INDEX[,INDEX…]`: jobtui's schema with that one
+                                       index dropped, a variant per index named (`A+B`: one
+                                       variant without both)
+  jobtui schema, history table         `--history`: the finished phase moved out of `jobs`: the
+                                       completion is WITH d AS (DELETE FROM jobs … RETURNING *)
+                                       INSERT INTO jobs_history SELECT … (finished_at = now()),
+                                       jobs_finished and jobs_finished_kind_id dropped from jobs,
+                                       jobs_history a plain copy of jobs' columns with one index,
+                                       (finished_at), and no primary key; and the same with
+                                       a primary key (id) on jobs_history (both with --history)
+
+`--split` also times each variant's claim and completion apart (µs a job, at the client, one
+connection, no other worker), to tell which phase an index or the history table costs.
+
 The bare worker (one asyncio psycopg connection per process) claims `--batch` jobs with the
 article's UPDATE … WHERE id = ANY(ARRAY(SELECT … FOR UPDATE SKIP LOCKED)) RETURNING id (the
 batch form of its `id = (SELECT … LIMIT 1)`; see CLAIM), commits, and completes them as the
@@ -24,12 +40,16 @@ variants it orders by jobtui's claim order (priority DESC, run_at, id) so the cl
 (jobs_claim) serves it; on the article's table by run_at (its jobs_pending index).
 
     .venv/bin/python -m benchmarks.floor --rounds 3 [--jobs 20000 --workers 2 --batch 100]
+    .venv/bin/python -m benchmarks.floor --rounds 3 --no-product --history \
+        --drop jobs_claim_kind,jobs_pending,jobs_pending_kind,jobs_running \
+        --drop jobs_finished,jobs_finished_kind_id
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import multiprocessing as mp
@@ -85,6 +105,18 @@ PRODUCT = "jobtui worker + enqueue_many (product)"
 VARIANTS = (ARTICLE, FULL, NO_TRIGGERS, CLAIM_ONLY)
 ORDER = {ARTICLE: ARTICLE_ORDER, FULL: JOBTUI_ORDER, NO_TRIGGERS: JOBTUI_ORDER}
 ORDER[CLAIM_ONLY] = JOBTUI_ORDER
+HISTORY = "jobtui schema, history table"
+HISTORY_PK = "jobtui schema, history table with primary key"
+HISTORIES = (HISTORY, HISTORY_PK)
+NO_INDEX = "jobtui schema, no "  # + the index's name: `--drop`'s variants
+# The finished phase's indexes on jobs, which the history table variant moves off it.
+FINISHED_INDEXES = ("jobs_finished", "jobs_finished_kind_id")
+# The history variant's completion: the rows leave jobs and enter jobs_history, finished now.
+# {columns} is jobs' columns but finished_at, in order (history_complete reads them).
+COMPLETE_INTO_HISTORY = (
+    "WITH d AS (DELETE FROM jobs WHERE id = ANY(%s) RETURNING {columns}) "
+    "INSERT INTO jobs_history ({columns}, finished_at) SELECT {columns}, now() FROM d"
+)
 
 # What each variant's setup found (the claim index, the indexes dropped), printed once.
 found: dict[str, str] = {}
@@ -134,6 +166,9 @@ def setup(variant: str, dsn: str) -> None:
         _migrate(conn)
         if variant == FULL:
             return
+        if variant not in VARIANTS:  # one of --drop's or --history's
+            setup_step(conn, variant)
+            return
         conn.execute("ALTER TABLE jobs DISABLE TRIGGER USER")
         if variant == NO_TRIGGERS:
             return
@@ -153,11 +188,48 @@ def setup(variant: str, dsn: str) -> None:
         found[variant] = f"kept jobs_pkey and {keep} (the claim's); dropped {len(rows)} indexes"
 
 
+def setup_step(conn: psycopg.Connection, variant: str) -> None:
+    """jobtui's schema (migrated on `conn`) with one thing taken away, the triggers on: an
+    index (`NO_INDEX` + its name; several joined by "+" for one variant without them all), or
+    the finished phase moved to a history table (`HISTORY`)."""
+    drop = FINISHED_INDEXES if variant in HISTORIES else variant.removeprefix(NO_INDEX).split("+")
+    for index in drop:
+        row = conn.execute(
+            "SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "WHERE x.indrelid = 'jobs'::regclass AND i.relname = %s AND NOT x.indisprimary",
+            (index,),
+        ).fetchone()
+        if row is None:
+            raise ScenarioSkipped(f"{variant}: jobs has no index {index!r} (not the primary key)")
+        conn.execute(f'DROP INDEX "{index}"')
+    found[variant] = f"dropped {', '.join(drop)}; count triggers on"
+    if variant in HISTORIES:
+        conn.execute("CREATE TABLE jobs_history (LIKE jobs INCLUDING DEFAULTS)")
+        conn.execute("CREATE INDEX jobs_history_finished ON jobs_history (finished_at)")
+        found[variant] += "; jobs_history (LIKE jobs), an index on (finished_at)"
+        if variant == HISTORY_PK:
+            conn.execute("ALTER TABLE jobs_history ADD PRIMARY KEY (id)")
+        found[variant] += " and its primary key (id)" if variant == HISTORY_PK else " alone"
+
+
+def history_complete(dsn: str) -> str:
+    """The history variant's completion, with jobs' columns (but finished_at) spelt out."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'jobs'::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attname <> 'finished_at' ORDER BY attnum"
+        ).fetchall()
+    columns = ", ".join(f'"{r[0]}"' for r in rows)
+    return COMPLETE_INTO_HISTORY.format(columns=columns)
+
+
 # ---------------------------------------------------------------------------------------------
 # The bare worker
 
 
-async def _bare_loop(dsn: str, order: str, batch: int, ready: Barrier, go: Barrier) -> None:
+async def _bare_loop(
+    dsn: str, order: str, batch: int, ready: Barrier, go: Barrier, complete: str
+) -> None:
     # Autocommit: each UPDATE is its own transaction, committed with it, one round trip each.
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         claim = CLAIM.format(order=order)
@@ -168,11 +240,13 @@ async def _bare_loop(dsn: str, order: str, batch: int, ready: Barrier, go: Barri
             ids = [r[0] for r in await cur.fetchall()]
             if not ids:  # nothing ready and unlocked: the other workers finish what they hold
                 return
-            await conn.execute(COMPLETE, (ids,))
+            await conn.execute(complete, (ids,))
 
 
-def bare_worker(dsn: str, order: str, batch: int, ready: Barrier, go: Barrier) -> None:
-    asyncio.run(_bare_loop(dsn, order, batch, ready, go))
+def bare_worker(
+    dsn: str, order: str, batch: int, ready: Barrier, go: Barrier, complete: str = COMPLETE
+) -> None:
+    asyncio.run(_bare_loop(dsn, order, batch, ready, go, complete))
 
 
 def load(dsn: str, n: int) -> None:
@@ -195,10 +269,12 @@ def wal_position(conn: psycopg.Connection) -> str:
 
 def drain_bare(bench: Bench, dsn: str, variant: str, n: int, workers: int, batch: int) -> dict:
     load(dsn, n)
+    complete = history_complete(dsn) if variant in HISTORIES else COMPLETE
+    order = ORDER.get(variant, JOBTUI_ORDER)
     ctx = mp.get_context("spawn")
     ready, go = ctx.Barrier(workers + 1), ctx.Barrier(workers + 1)
     procs = [
-        ctx.Process(target=bare_worker, args=(dsn, ORDER[variant], batch, ready, go))
+        ctx.Process(target=bare_worker, args=(dsn, order, batch, ready, go, complete))
         for _ in range(workers)
     ]
     for p in procs:
@@ -247,6 +323,27 @@ def drain_bare(bench: Bench, dsn: str, variant: str, n: int, workers: int, batch
     }
 
 
+def drain_serial(dsn: str, variant: str, n: int, batch: int) -> dict[str, float]:
+    """`--split`: the same claim and completion from one connection, one after the other, each
+    statement timed at the client (its round trip included): what each phase costs a job with no
+    other worker beside it."""
+    load(dsn, n)
+    complete = history_complete(dsn) if variant in HISTORIES else COMPLETE
+    claim = CLAIM.format(order=ORDER.get(variant, JOBTUI_ORDER))
+    claim_s = complete_s = 0.0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            t0 = time.perf_counter()
+            ids = [r[0] for r in conn.execute(claim, {"batch": batch}).fetchall()]
+            t1 = time.perf_counter()
+            claim_s += t1 - t0
+            if not ids:
+                break
+            conn.execute(complete, (ids,))
+            complete_s += time.perf_counter() - t1
+    return {"claim_us_per_job": claim_s / n * 1e6, "complete_us_per_job": complete_s / n * 1e6}
+
+
 # ---------------------------------------------------------------------------------------------
 # Rounds
 
@@ -264,15 +361,14 @@ def one_drain(bench: Bench, template: str, variant: str, args: argparse.Namespac
 
 def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     bench = Bench(admin_dsn=args.dsn, quick=False, runs=args.rounds, origin="floor --dsn")
-    results: dict[str, dict[str, list[float]]] = {v: {} for v in (*VARIANTS, PRODUCT)}
+    variants = [*VARIANTS, *extra_variants(args)]
+    results: dict[str, dict[str, list[float]]] = {v: {} for v in (*variants, PRODUCT)}
 
     def add(variant: str, key: str, value: float) -> None:
         results[variant].setdefault(key, []).append(value)
 
-    templates = {
-        v: bench.template(v.replace(" ", "_").replace(",", ""), _setup_for(v)) for v in VARIANTS
-    }
-    names = [*VARIANTS, PRODUCT] if args.product else list(VARIANTS)
+    templates = {v: bench.template(template_key(v), _setup_for(v)) for v in variants}
+    names = [*variants, PRODUCT] if args.product else variants
     try:
         for r in range(args.rounds):
             order = names[r % len(names) :] + names[: r % len(names)]
@@ -289,10 +385,29 @@ def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                 add(variant, "copy_s", one_copy(bench, templates[variant], args.jobs, False))
                 for key, value in one_drain(bench, templates[variant], variant, args).items():
                     add(variant, key, value)
+                if args.split:
+                    with bench.fresh_db("floor", template=templates[variant]) as dsn:
+                        for key, value in drain_serial(dsn, variant, args.jobs, args.batch).items():
+                            add(variant, key, value)
                 print(f"  {variant}: {_brief(results[variant])}", flush=True)
     finally:
         bench.cleanup()
     return results
+
+
+def extra_variants(args: argparse.Namespace) -> list[str]:
+    """The variants `--drop` and `--history` ask for, after the default ones."""
+    names = [NO_INDEX + index for index in args.drop]
+    return [*names, *HISTORIES] if args.history else names
+
+
+def template_key(variant: str) -> str:
+    """The variant's name as part of a database name (bench_tpl_KEY_xxxxxxxx, within
+    PostgreSQL's 63 bytes: a longer name would be cut, and two variants could then collide)."""
+    key = variant.replace(" ", "_").replace(",", "").replace("+", "_")
+    if len(key) <= 40:
+        return key
+    return key[:31] + "_" + hashlib.sha1(variant.encode()).hexdigest()[:8]
 
 
 def _setup_for(variant: str) -> Callable[[str], None]:
@@ -326,14 +441,42 @@ COLUMNS = (
     ("workers CPU s", "workers_cpu_s", ".2f"),
     ("WAL bytes/job", "wal_bytes_per_job", ",.0f"),
 )
+SPLIT_COLUMNS = (
+    ("claim µs/job, 1 conn", "claim_us_per_job", ".2f"),
+    ("completion µs/job, 1 conn", "complete_us_per_job", ".2f"),
+)
+
+
+def columns(results: dict[str, dict[str, list[float]]]) -> tuple[tuple[str, str, str], ...]:
+    """COLUMNS, and `--split`'s when it ran."""
+    split = any("claim_us_per_job" in figures for figures in results.values())
+    return (*COLUMNS, *SPLIT_COLUMNS) if split else COLUMNS
+
+
+def print_ratios(results: dict[str, dict[str, list[float]]]) -> None:
+    """Each variant's medians over the article's (only when extra variants were asked for)."""
+    base = results[ARTICLE]
+    print("each over the article's table (ratio of medians):")
+    for variant, figures in results.items():
+        if variant in (ARTICLE, PRODUCT) or not figures:
+            continue
+        cells = []
+        for title, key, _ in columns(results):
+            mine = [v for v in figures.get(key, []) if not math.isnan(v)]
+            theirs = [v for v in base.get(key, []) if not math.isnan(v)]
+            if mine and theirs and statistics.median(theirs):
+                ratio = statistics.median(mine) / statistics.median(theirs)
+                cells.append(f"{title} {ratio:.2f}×")
+        print(f"  {variant}: {', '.join(cells)}")
 
 
 def print_table(results: dict[str, dict[str, list[float]]]) -> None:
-    header = ["variant", *(c[0] for c in COLUMNS)]
+    shown = columns(results)
+    header = ["variant", *(c[0] for c in shown)]
     rows = [header]
     for variant, figures in results.items():
         if figures:
-            rows.append([variant, *(spread(figures.get(key), fmt) for _, key, fmt in COLUMNS)])
+            rows.append([variant, *(spread(figures.get(key), fmt) for _, key, fmt in shown)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for i, row in enumerate(rows):
         print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
@@ -381,6 +524,26 @@ def main() -> None:
         action="store_false",
         help="skip jobtui's own worker drain and enqueue_many",
     )
+    parser.add_argument(
+        "--drop",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        action="extend",
+        default=[],
+        metavar="INDEX[,INDEX…]",
+        help="also run jobtui's schema with each named index dropped, one variant per index "
+        "(INDEX+INDEX: one variant without both)",
+    )
+    parser.add_argument(
+        "--history",
+        action="store_true",
+        help="also run jobtui's schema with finished jobs moved to a history table (without and "
+        "with a primary key on it)",
+    )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also time each variant's claim and completion apart, from one connection",
+    )
     args = parser.parse_args()
     if min(args.jobs, args.rounds, args.workers, args.batch) < 1:
         parser.error("--jobs, --rounds, --workers and --batch must be at least 1")
@@ -401,6 +564,8 @@ def main() -> None:
     )
     print_table(results)
     print_targets(results)
+    if args.drop or args.history or args.split:
+        print_ratios(results)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"args": vars(args), "results": results, "found": found}, fh, indent=2)
