@@ -2,10 +2,12 @@
 
 1. While a modal screen is up, the footer shows the modal's keys, not the tab's.
 2. At 60 columns an Overview kind row with three problems keeps its dead letters in view.
+3. A job's detail screen shows recent ages to the second; the live tables keep 15 s steps.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +19,7 @@ from textual.widgets import Footer
 from jobtui.enqueue import JobSpec, enqueue_many
 from jobtui.tui.app import JobtuiApp
 from jobtui.tui.screens.confirm import ConfirmScreen
+from jobtui.tui.screens.detail import DetailScreen
 from jobtui.tui.screens.filter_prompt import FilterScreen
 from jobtui.tui.screens.help import HelpScreen
 from jobtui.tui.widgets.footer import ConsoleFooter, ConsoleKey
@@ -140,3 +143,40 @@ def test_a_flex_column_may_shrink_past_half_when_it_says_so() -> None:
     halfway = [Column("status", "status", 20, priority=0, flex=True, shrink=5), cols[1]]
     shown, spare = fit_columns(halfway, 20, 0)  # giving 5 is not enough: dead drops
     assert shown == ["status"] and spare == -7  # 22 + "+1→" 5 = 27 in 20
+
+
+async def test_detail_ages_count_seconds_tables_keep_their_steps(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    row = conn.execute(
+        "INSERT INTO jobs (kind, payload, attempts, created_at, run_at, locked_at, locked_by)"
+        " VALUES ('mail', '{}', 1, now() - interval '38 s', now() - interval '38 s',"
+        "         now() - interval '38 s', 'h:1:a') RETURNING id"
+    ).fetchone()
+    assert row is not None
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        jobs = table(app, "#jobs-table")
+        await until(pilot, lambda: "running" in rendered(jobs))
+        assert "45s" in rendered(jobs)  # the table's age: in 15 s steps
+        await pilot.press("enter")
+        await until(
+            pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.row is not None
+        )
+        detail = app.screen
+        head = detail.query_one("#detail-head")
+        first = re.findall(r"\((\d+)s ago\)", rendered(head))
+        assert len(first) == 3 and {int(s) for s in first} <= set(range(38, 42)), rendered(head)
+        assert re.search(r"attempt 1 running for (3[89]|4[01])s", rendered(head)), rendered(head)
+        # The next reads move it on by the second (refresh every 0.5 s here).
+        await until(pilot, lambda: re.findall(r"\((\d+)s ago\)", rendered(head))[0] != first[0])
+
+
+def test_exact_age_counts_seconds_while_recent_then_steps_as_the_tables() -> None:
+    from jobtui.tui.texts import EXACT_UNDER_S, coarse_age, exact_age
+
+    assert [exact_age(s) for s in (0, 7, 38, 185)] == ["0s", "7s", "38s", "3m05s"]
+    assert [coarse_age(s) for s in (7, 38)] == ["15s", "45s"]  # the tables' ages: unchanged
+    assert exact_age(EXACT_UNDER_S) == coarse_age(EXACT_UNDER_S) == "10m"
+    assert exact_age(None) == "–"
