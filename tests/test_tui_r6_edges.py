@@ -180,3 +180,27 @@ def test_exact_age_counts_seconds_while_recent_then_steps_as_the_tables() -> Non
     assert [coarse_age(s) for s in (7, 38)] == ["15s", "45s"]  # the tables' ages: unchanged
     assert exact_age(EXACT_UNDER_S) == coarse_age(EXACT_UNDER_S) == "10m"
     assert exact_age(None) == "–"
+
+
+async def test_a_screen_of_its_own_shows_the_keys_of_its_modal(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """The detail screen has its own footer: a confirmation over it shows its keys there."""
+    enqueue_many(conn, [JobSpec("email.send", {"n": 1})])
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        await goto(app, pilot, "2")
+        await until(pilot, lambda: len(table(app, "#jobs-table").keys) == 1)
+        await pilot.press("enter")
+        await until(
+            pilot, lambda: isinstance(app.screen, DetailScreen) and app.screen.row is not None
+        )
+        footer = app.screen.query_one(ConsoleFooter)
+        await until(pilot, lambda: "Cancel" in rendered(footer))
+        await pilot.pause(0.2)
+        own = rendered(footer)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: rendered(footer) == "esc Back")
+        await pilot.press("escape")
+        await until(pilot, lambda: rendered(footer) == own)
