@@ -49,12 +49,19 @@ async def test_ids_counts_and_when_whole(
     _seed(conn)
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=size) as pilot:
-        # Overview: the long name ends in an ellipsis; the status still says DEAD.
-        await until(pilot, lambda: len(app.query_one("#kinds", KeyedTable).keys) == 1)
+        # Overview: the long name ends in an ellipsis; the status still says DEAD (at 60
+        # columns the status gives up its words before the dead count drops: the count says
+        # it, in its column).
+        kinds = app.query_one("#kinds", KeyedTable)
+        await until(pilot, lambda: len(kinds.keys) == 1)
         await pilot.pause(0.2)
         screen = "\n".join(screen_lines(app))
         assert "generate_invoi…" in screen or "generate_invo…" in screen, screen
-        assert "DEAD" in screen, screen
+        if size[0] >= 80:
+            assert "DEAD" in screen, screen
+        else:
+            row = next(line for line in screen.splitlines() if line.startswith(" generate_"))
+            assert "dead" in kinds.shown_columns and "100.0k" in row, screen
 
         await goto(app, pilot, "2")
         jobs = app.query_one("#jobs-table", KeyedTable)

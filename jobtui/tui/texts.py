@@ -53,6 +53,21 @@ def coarse_age(seconds: float | None) -> str:
     return format_duration(s)  # hours and minutes, days and hours
 
 
+EXACT_UNDER_S = 600  # seconds: below this a screen of one row shows an age to the second
+
+
+def exact_age(seconds: float | None) -> str:
+    """An age to the second while it is recent (`7s`, `38s`, `3m05s`), then as `coarse_age`.
+
+    For a screen of one row (a job's detail), where "started 38s ago" is what the operator
+    reads and a ticking second redraws a few lines of text, not a table. Live tables keep
+    `coarse_age`'s steps: there a ticking second redrew every young row on every refresh.
+    """
+    if seconds is None or seconds >= EXACT_UNDER_S:
+        return coarse_age(seconds)
+    return format_duration(seconds)
+
+
 def coarse_seconds(seconds: float | None) -> float:
     """The age `coarse_age` shows, in seconds: a chart of ages fed these changes no more
     often than the text beside it."""

@@ -47,6 +47,9 @@ from jobtui.tui.widgets.tiles import Spark, Tile
 NARROW_BELOW = 80  # columns: tiles on one line each, below this
 SPARKS_FROM_ROWS = 24  # rows: sparklines only on a screen at least this tall
 KIND_WIDTH = (6, KIND_COLUMN_WIDTH)  # the kind column fits the longest name within these widths
+STATUS_WIDTH = 27  # the kinds' status column, when the screen has room
+STATUS_AT_LEAST = 12  # cells the status keeps before a figure drops ("✗ FAIL, ⏸ P…")
+STATUS_SHRINK = STATUS_WIDTH - STATUS_AT_LEAST
 TILE_LEVEL = {Level.OK: "ok", Level.WARN: "warn", Level.CRIT: "crit"}
 TILE_NOTE = {Level.OK: "", Level.WARN: " !", Level.CRIT: " !!"}
 # Rules whose cell alone would not say it in the status column (fail, paused, exhausted and no
@@ -81,16 +84,19 @@ def _ms(value: float | None) -> str:
 
 def kind_columns(kind_width: int) -> list[Column]:
     """The kinds table's columns. What says something is wrong never drops (the status: FAIL,
-    PAUSED, no worker; the oldest ready age), and the status gives up half its width (its
-    words shorten, ending in `…`) before a figure drops. Then the figures drop from the least
-    asked for: at 80 columns the depth (ready), the oldest age, the dead letters and the run
-    time (p95) stay beside the status, then the failure rate. The kind column is as wide as
+    PAUSED, no worker; the oldest ready age), and the status gives up to all but
+    `STATUS_AT_LEAST` cells (its words shorten, ending in `…`) before a figure drops: at 60
+    columns a kind with a 15-letter name and three problems keeps its dead letters in view
+    (the status then shows the first problem or two; the kind screen and the alarms say all).
+    Then the figures drop from the least asked for: at 80 columns the depth (ready), the
+    oldest age, the dead letters and the run time (p95) stay beside the status, then the
+    failure rate. The kind column is as wide as
     the longest name (at most 15, then `…`); figures are never cut (`fit`). A kind's retrying
     jobs are in its kind screen (enter) and the retry tile, not a column."""
     return [
         Column("kind", "kind", kind_width, priority=0),
         Column("ready", "ready", 5, priority=1, fit=True),
-        Column("status", "status", 27, priority=0, flex=True, shrink=13),
+        Column("status", "status", STATUS_WIDTH, priority=0, flex=True, shrink=STATUS_SHRINK),
         Column("oldest", "oldest", 6, priority=0, fit=True),
         Column("dead", "dead", 5, priority=2, fit=True),
         Column("p95", "p95", 6, priority=3, fit=True),

@@ -52,7 +52,7 @@ from jobtui.tui.connection import LinkDown
 from jobtui.tui.host import Host, PaletteEntry, WriteAsked, host, read_only_refusal
 from jobtui.tui.screens.copy_prompt import CopyFlow
 from jobtui.tui.server import server_now
-from jobtui.tui.texts import coarse_age, same
+from jobtui.tui.texts import exact_age, same
 from jobtui.tui.widgets.footer import ConsoleFooter
 from jobtui.tui.widgets.status import PARTS, StatusBar
 from jobtui.tui.widgets.why import WhyView
@@ -67,8 +67,8 @@ def _when(ts: datetime | None, now: datetime) -> Text:
     if ts is None:
         return Text("–", style="dim")
     delta = (now - ts).total_seconds()
-    # As coarse as the tabs' ages, so the live screen is not redrawn for a ticking second.
-    rel = f"{coarse_age(abs(delta))} {'ago' if delta >= 0 else 'from now'}"
+    # To the second while recent (the tabs' tables keep 15 s steps): one row's few lines.
+    rel = f"{exact_age(abs(delta))} {'ago' if delta >= 0 else 'from now'}"
     return Text.assemble(ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"), (f" ({rel})", "dim"))
 
 
@@ -394,7 +394,7 @@ class DetailScreen(Screen[None]):
             Text.assemble((last[0], "dim"), inert(last[1])),
         ]
         if run is not None:
-            took = coarse_age(run[1]) if run[2] else _ran(run[1])
+            took = exact_age(run[1]) if run[2] else _ran(run[1])
             verb = "running for" if run[2] else "ran"
             lines.append(Text.assemble(("this run ", "dim"), f"attempt {run[0]} {verb} {took}"))
         lines += self._links()

@@ -12,6 +12,13 @@ Rebuilding also leaked (Textualize/textual#6666): each key data-binds `Footer.co
 stores a watcher pointing at the key on the Footer, pruned only when `compact` changes. After
 a rebuild, `compact` is nudged with its own value, so Textual drops the old keys' watchers.
 
+While a modal screen (a confirmation, a prompt, help) is up over the footer's screen, the footer
+shows the modal's keys — the only ones that work then — taken from the top screen's active
+bindings, the same way: the footer follows the app's screen changes and the modal's own
+signal, and its screen's signals are ignored until the modal goes (a poll that refreshes the
+tab's bindings then costs nothing). The palette's key, which a modal does not have, is hidden
+and shown again in place like the others.
+
 The keys are what `Footer.compose` shows — the first shown binding of each action, greyed when
 `check_action` says None, then the command palette's key at the right — without binding
 groups, which this console does not use.
@@ -118,45 +125,90 @@ class ConsoleFooter(Footer):
     def __init__(self) -> None:
         super().__init__()
         self._shown: list[KeyShown] | None = None  # what the keys on screen show
+        self._modal: Screen[Any] | None = None  # the modal whose keys are shown, if any
+
+    def keys_screen(self) -> Screen[Any]:
+        """The screen whose keys work now: the top one when only modals are above the
+        footer's screen, else the footer's own (hidden under another screen, or on top)."""
+        own = self.screen
+        stack = self.app.screen_stack
+        for screen in reversed(stack):
+            if screen is own:
+                return stack[-1]
+            if not screen.is_modal:
+                break
+        return own
 
     def compose(self) -> ComposeResult:
         if not self._bindings_ready:  # as Footer: nothing until the screen has said its keys
             return
-        self._shown = keys_in_effect(self.screen)
+        self._shown = keys_in_effect(self.keys_screen())
         for shown in self._shown:
             key = ConsoleKey(shown)
             yield key if shown.palette else key.data_bind(compact=Footer.compact)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.screen_change_signal.subscribe(self, self._screen_changed)
+
+    def on_unmount(self) -> None:
+        super().on_unmount()
+        self.app.screen_change_signal.unsubscribe(self)
+        self._follow(None)
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        """Footer's, for the screen whose keys are shown (its own or the modal above it)."""
+        self._bindings_ready = True
+        if screen.app.app_focus and self.is_attached and screen is self.keys_screen():
+            self.call_after_refresh(self.recompose)
+
+    def _screen_changed(self, _screen: Screen[Any]) -> None:
+        """A screen was pushed or popped: a modal over this footer's screen came or went."""
+        if not self.is_attached:
+            return
+        keys_screen = self.keys_screen()
+        modal = keys_screen if keys_screen is not self.screen else None
+        if modal is self._modal:
+            return
+        self._follow(modal)
+        self.bindings_changed(keys_screen)
+
+    def _follow(self, modal: Screen[Any] | None) -> None:
+        """Listen to `modal`'s bindings (and no longer to the previous modal's)."""
+        if self._modal is not None:
+            self._modal.bindings_updated_signal.unsubscribe(self)
+        self._modal = modal
+        if modal is not None:
+            modal.bindings_updated_signal.subscribe(self, self.bindings_changed)
 
     async def recompose(self) -> None:
         """What Footer calls after each signal that the bindings may have changed."""
         if not self.is_attached:
             return
-        shown = keys_in_effect(self.screen) if self._bindings_ready else None
+        shown = keys_in_effect(self.keys_screen()) if self._bindings_ready else None
         if shown is not None and shown == self._shown:
             return
-        keys = list(self.query_children(ConsoleKey))
-        if shown is None or self._shown is None or not self._same_palette(keys, shown):
+        if shown is None or self._shown is None:
             await super().recompose()  # the first keys
             self.mutate_reactive(Footer.compact)  # drop the removed keys' watchers
             return
         self._shown = shown
+        keys = list(self.query_children(ConsoleKey))
         old = [k for k in keys if not k.shown.palette]
         new = [s for s in shown if not s.palette]
+        palette = next((k for k in keys if k.shown.palette), None)
+        palette_shown = next((s for s in shown if s.palette), None)
         for key, text in zip(old, new, strict=False):
             key.show(text)
             key.display = True
         for key in old[len(new) :]:
             key.display = False  # kept for the next tab with more keys: mounting costs more
-        for key, text in zip(
-            [k for k in keys if k.shown.palette], [s for s in shown if s.palette], strict=True
-        ):
-            key.show(text)
-        if len(new) > len(old):
-            palette = next((k for k in keys if k.shown.palette), None)
-            added = [ConsoleKey(s).data_bind(compact=Footer.compact) for s in new[len(old) :]]
+        if palette is not None:
+            if palette_shown is not None:
+                palette.show(palette_shown)
+            palette.display = palette_shown is not None  # a modal has no palette key
+        added = [ConsoleKey(s).data_bind(compact=Footer.compact) for s in new[len(old) :]]
+        if palette is None and palette_shown is not None:
+            added.append(ConsoleKey(palette_shown))
+        if added:
             await self.mount_all(added, before=palette)
-
-    @staticmethod
-    def _same_palette(keys: list[ConsoleKey], shown: list[KeyShown]) -> bool:
-        """Whether the palette's key is there exactly when it should be."""
-        return sum(k.shown.palette for k in keys) == sum(s.palette for s in shown)

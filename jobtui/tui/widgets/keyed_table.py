@@ -49,7 +49,8 @@ GHOST_STYLE = "dim strike"
 class Column:
     """`priority` 0 never drops; higher numbers drop first. `flex` takes the spare width.
     `fit`: never cut; the column widens to its longest cell (`width` is the least it gets).
-    `shrink` (flex only): cells it gives up, down to half its width, before a column drops."""
+    `shrink` (flex only): cells it gives up before a column drops (by default down to half
+    its width, as a row too wide does; more when `shrink` says so)."""
 
     key: str
     label: str
@@ -83,16 +84,17 @@ def fit_columns(columns: Sequence[Column], available: int, fixed: int) -> tuple[
     flex = next((c for c in columns if c.flex), None)
     # The flex column (its text already cut with `…`) gives up `shrink` cells before a
     # column drops: where a shorter status beats a hidden figure.
-    give = min(flex.shrink, flex.width // 2) if flex is not None else 0
+    give = min(flex.shrink, flex.width - 1) if flex is not None else 0
     for column in droppable:
         if need(shown, len(columns) - len(shown)) <= available + give:
             break
         shown.remove(column)
-    # Negative: the flex one gives up to half its width (beyond that, the table scrolls
-    # sideways).
+    # Negative: the flex one gives up to half its width, or its `shrink` if more (beyond
+    # that, the table scrolls sideways).
     spare = available - need(shown, len(columns) - len(shown))
     if spare < 0:
-        spare = max(spare, -(flex.width // 2)) if flex is not None and flex in shown else 0
+        most = max(give, flex.width // 2) if flex is not None else 0
+        spare = max(spare, -most) if flex is not None and flex in shown else 0
     return [c.key for c in shown], spare
 
 
