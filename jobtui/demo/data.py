@@ -8,6 +8,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -81,6 +82,11 @@ def initial_jobs(rng: random.Random) -> list[JobSpec]:
     for _ in range(20):
         kind = rng.choice(("send_email", "generate_report", "deliver_webhook"))
         jobs.append(make_job(kind, rng, delay=timedelta(minutes=rng.randint(2, 90))))
+    # One contact the CRM always rejects, whatever the draw: its retries (1 s, then 2 s apart)
+    # and its dead letter show within the demo's first seconds. Without it, 1 run in a few
+    # hundred drew no such contact and no failure streak, and showed no new dead letter.
+    rejected = make_job("export_crm", rng)
+    jobs.append(replace(rejected, payload={**rejected.payload, "email": "n/a"}))
     rng.shuffle(jobs)
     return jobs
 
