@@ -661,7 +661,8 @@ async def test_a_vacuum_is_never_offered_k_the_session_after_it_is(
                 text = blocker_text(app)
                 assert text.startswith(f"Holds back vacuum: pid {pid} · transaction ")
                 assert f"pid {vacuum_pid}" not in text and "C cancel · K terminate" in text
-                assert "Terminate" in footer(app)
+                # the footer takes its keys after the next refresh, not with the text
+                await until(pilot, lambda: "Terminate" in footer(app))
                 await pilot.press("K")
                 await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
                 assert app.screen.query_one("#confirm-box").border_title == (
@@ -688,7 +689,8 @@ async def test_a_vacuum_that_holds_back_is_named_but_never_offered_k(
             await open_database_tab(app, pilot)
             await until(pilot, lambda: f"pid {vacuum_pid}" in blocker_text(app))
             assert "C cancel (a vacuum process: it is never terminated here)" in blocker_text(app)
-            assert "Cancel query" in footer(app) and "Terminate" not in footer(app)
+            await until(pilot, lambda: "Cancel query" in footer(app))
+            assert "Terminate" not in footer(app)
             await pilot.press("K")
             await pilot.pause(0.3)
             assert not isinstance(app.screen, ConfirmScreen)
@@ -727,7 +729,7 @@ async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str)
             assert blocker_text(app).startswith("Holds back vacuum: prepared transaction ")
             await closed(session, conn)
             await until(pilot, lambda: "also holding back" not in blocker_text(app))
-            assert "End prepared" in footer(app)
+            await until(pilot, lambda: "End prepared" in footer(app))
             assert "Terminate" not in footer(app) and "Drop slot" not in footer(app)
             await pilot.press("K")  # not a session: K does nothing
             await pilot.pause(0.3)
@@ -745,7 +747,7 @@ async def test_a_prepared_transaction_is_shown_and_rolled_back_with_e(hdsn: str)
                 pilot, lambda: f"rolled back prepared transaction {gid!r}" in notifications(app)
             )
             await until(pilot, lambda: "Nothing holds back vacuum" in blocker_text(app))
-            assert "End prepared" not in footer(app)
+            await until(pilot, lambda: "End prepared" not in footer(app))
         assert audit(hdsn) == [("rollback_prepared", 1, gid, None)]
         assert not_removable(conn) == 0
 
@@ -798,7 +800,8 @@ async def test_a_slot_is_shown_and_dropped_with_d(hdsn: str) -> None:
                 ), lines[0]
                 assert lines[0].endswith(" · inactive")
                 assert "D drop the slot" in blocker_text(app)
-                assert "Drop slot" in footer(app) and "Terminate" not in footer(app)
+                await until(pilot, lambda: "Drop slot" in footer(app))
+                assert "Terminate" not in footer(app)
                 await pilot.press("D")
                 await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
                 await pilot.press("1")
