@@ -11,8 +11,10 @@ max_attempts, the pause (who, when), the limits in force and the workers that ha
 Two figures read the kind's unfinished rows themselves, so their cost grows with the kind's
 backlog (no count table holds them, and an index on `jobs` for them would cost every job's
 writes): the rows' own max_attempts and the errors of the jobs waiting to retry. The console
-reads them after the rest (`load(..., rows=False)`, then `load_rows`), so the screen opens on
-the other figures at once and says "loading…" where these will be (jobtui/tui/screens/kind.py).
+reads them after the rest (`load(..., rows=False)`, then `load_rows`, a second transaction),
+so the screen opens on the other figures at once and says "loading…" where these will be
+(jobtui/tui/screens/kind.py). What the screen says of those rows (the retries' total above
+their groups) comes from that second read, never from the first one's counts.
 
 The span is the last hour (60 one-minute buckets) or the last day (72 buckets of 20 minutes):
 both fit a chart at 80 columns.
@@ -103,7 +105,8 @@ class RowFigures:
     """What only the kind's unfinished rows tell (`load_rows`)."""
 
     max_attempts: tuple[int, int] | None  # lowest and highest among unfinished rows
-    retry_errors: list[ErrorGroup]
+    retry_errors: list[ErrorGroup]  # the top TOP_ERRORS groups
+    retry_jobs: int = 0  # the jobs of every group, read with them (not the counts' retrying)
 
 
 @dataclass(frozen=True)
@@ -132,12 +135,16 @@ class KindInfo:
     # False: row_max_attempts and retry_errors are not read yet (load(..., rows=False)); they
     # are then None and [], which mean nothing. with_rows() fills them in.
     rows_read: bool = True
+    # The jobs of retry_errors' groups (all of them, not only the top ones), of the same read as
+    # the groups: `retrying` is of another transaction when the rows are read after the rest.
+    retry_jobs: int = 0
 
     def with_rows(self, rows: RowFigures) -> KindInfo:
         return replace(
             self,
             row_max_attempts=rows.max_attempts,
             retry_errors=rows.retry_errors,
+            retry_jobs=rows.retry_jobs,
             rows_read=True,
         )
 
@@ -199,11 +206,13 @@ def _row_statements(schema: str, kind: str) -> list[tuple[str, dict[str, Any]]]:
 def _row_figures(results: list[list[dict[str, Any]]]) -> RowFigures:
     retry, _, row_max = results
     low, high = row_max[0]["low"], row_max[0]["high"]
-    return RowFigures(None if low is None else (low, high), _groups(retry))
+    total = int(retry[0]["total"]) if retry else 0
+    return RowFigures(None if low is None else (low, high), _groups(retry), total)
 
 
 async def load_rows(conn: psycopg.AsyncConnection, schema: str, kind: str) -> RowFigures:
-    """The figures `load(..., rows=False)` leaves out, in a transaction of their own."""
+    """The figures `load(..., rows=False)` leaves out, in a transaction of their own: what
+    they count (their `retry_jobs` too) is of this one, not of `load`'s."""
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         await _snapshot_transaction(cur, schema)
         return _row_figures(await _pipelined(conn, _row_statements(schema, kind)))
@@ -299,6 +308,7 @@ async def load(
         drain_s=drain_s,
         not_draining=not_draining,
         rows_read=rows,
+        retry_jobs=row_figures.retry_jobs,
     )
 
 

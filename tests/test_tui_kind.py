@@ -177,7 +177,11 @@ def screen_text(app: JobtuiApp) -> str:
     )
 
 
-async def open_kind(app: JobtuiApp, pilot: Any, kind: str = "export_crm") -> KindScreen:
+async def open_kind(
+    app: JobtuiApp, pilot: Any, kind: str = "export_crm", *, complete: bool = True
+) -> KindScreen:
+    """Enter on `kind` in the Overview; its screen once its figures are read (all of them,
+    unless not `complete`: then as soon as it is up)."""
     table = app.query_one("#overview-pane KeyedTable", KeyedTable)
     await until(pilot, lambda: kind in table.keys)
     table.focus()
@@ -186,8 +190,9 @@ async def open_kind(app: JobtuiApp, pilot: Any, kind: str = "export_crm") -> Kin
     await until(pilot, lambda: isinstance(app.screen, KindScreen))
     screen = app.screen
     assert isinstance(screen, KindScreen)
-    await until(pilot, lambda: screen.info is not None)
-    await pilot.pause()
+    if complete:
+        await until(pilot, lambda: screen.info is not None)
+        await pilot.pause()
     return screen
 
 

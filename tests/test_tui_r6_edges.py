@@ -204,3 +204,17 @@ async def test_a_screen_of_its_own_shows_the_keys_of_its_modal(
         await until(pilot, lambda: rendered(footer) == "esc Back")
         await pilot.press("escape")
         await until(pilot, lambda: rendered(footer) == own)
+
+
+async def test_the_footer_subscribes_once_to_its_screens_bindings(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """Textual runs Footer.on_mount itself (on_mount is dispatched along the MRO): the console's
+    footer subscribed a second time by calling it, so each bindings signal recomposed twice."""
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=SIZE) as pilot:
+        footer = base_footer(app)
+        await until(pilot, lambda: bool(rendered(footer)))
+        signal = app.screen_stack[0].bindings_updated_signal
+        assert len(signal._subscriptions[footer]) == 1  # Footer's own, once
+        assert len(app.screen_change_signal._subscriptions[footer]) == 1

@@ -1,6 +1,11 @@
--- The kind screen (jobtui.kindinfo): one kind's history, errors and settings, read together in
--- one read-only repeatable-read transaction (metrics_snapshot_transaction) so all its figures
--- are of the same instant. Every statement takes the kind as %(kind)s.
+-- The kind screen (jobtui.kindinfo): one kind's history, errors and settings, each read in a
+-- read-only repeatable-read transaction (metrics_snapshot_transaction). The console reads them
+-- in two: `load(rows=False)` reads all but the three statements over the kind's unfinished rows
+-- (kind_retry_errors, kind_rows_by_index, kind_row_max_attempts), which `load_rows` reads next in
+-- a transaction of their own; `load` alone (rows=True) reads all in one. So a figure is only
+-- ever shown beside figures of its own transaction: the retries' total (kind_retry_errors'
+-- `total`) comes with their groups, not from the first read's counts. Every statement takes the
+-- kind as %(kind)s.
 
 -- name: kind_clock
 SELECT now() AS now, date_trunc('minute', now()) AS minute
@@ -68,13 +73,15 @@ LIMIT %(limit)s
 
 -- name: kind_retry_errors
 -- Errors of the kind's unfinished jobs that failed an attempt and wait to run again, by the
--- error's first line, most first; `last_at` is the latest of their next runs. No index holds
+-- error's first line, most first; `last_at` is the latest of their next runs; `total` is the
+-- jobs of every group (the top %(limit)s are returned), so the count said above the groups is
+-- of the same read as they are. No index holds
 -- `attempts > 0` alone, so the unlocked rows are read only when the exact counts (0016) say
 -- the kind has some with attempts > 0: `retrying` (waiting, attempts > 0) or `exhausted`
 -- (attempts >= max_attempts). Otherwise that scan of every waiting row of the kind (tens of
 -- milliseconds at 20,000 of them) would find nothing.
 SELECT left(split_part(j.last_error, E'\n', 1), 300) AS signature, count(*) AS n,
-       max(j.run_at) AS last_at
+       max(j.run_at) AS last_at, (sum(count(*)) OVER ())::bigint AS total
 FROM (SELECT x.last_error, x.run_at FROM __schema__.jobs x
       WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.kind = %(kind)s
         AND x.attempts > 0 AND x.last_error IS NOT NULL

@@ -14,6 +14,11 @@ own max attempts: their cost grows with the kind's backlog), which say "loading�
 own read, right after, replaces them. A refresh of the kind and span shown reads both and
 repaints once, so figures of an earlier read are never shown beside a newer one's.
 
+A refresh starts only when the last one has landed: a tick during a read is skipped, so reads
+slower than the interval still land (each tick used to cancel the read in flight) and never pile
+up. A read that fails (the link lost, the statement timeout, a privilege the role lacks) is
+said under the title in one line; the last figures stay, and the next refresh tries again.
+
 BINDINGS:
     t        last hour / last day
     j        the kind's jobs (Jobs tab, filtered)
@@ -28,6 +33,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
+import psycopg
 from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
@@ -37,19 +43,24 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
+from textual.worker import Worker
 
 from jobtui import kindinfo
 from jobtui.config import format_duration
-from jobtui.inert import inert, one_line
+from jobtui.db import describe_error
+from jobtui.inert import clean, inert, one_line
 from jobtui.kindinfo import ErrorGroup, KindInfo
 from jobtui.metrics import rate_text
-from jobtui.tui.connection import LinkDown
+from jobtui.tui.connection import LinkDown, RefreshDropped
 from jobtui.tui.host import Host, LimitsAsked, PauseAsked, host, read_only_refusal
 from jobtui.tui.screens.kind_chart import SCALE_W, bars, ms_text, time_axis
 from jobtui.tui.texts import drain_text
 from jobtui.tui.widgets.footer import ConsoleFooter
 
 MIN_RELOAD_S = 5.0
+# What a read of the kind may raise and the screen says (as the Jobs tab's reads): anything else
+# is a bug, and shows as one.
+READ_FAILURES = (LinkDown, RefreshDropped, psycopg.Error)
 SPAN_TITLES = {"hour": "last hour, per minute", "day": "last day, per 20 minutes"}
 
 
@@ -87,6 +98,8 @@ class KindScreen(Screen[None]):
         self.info: KindInfo | None = None  # complete: the row figures read too
         self._drawn: KindInfo | None = None  # what the screen shows (its row figures maybe not)
         self._timer: Timer | None = None
+        self._reading: Worker[None] | None = None  # the read in flight (or the last one)
+        self._problem: str | None = None  # why the last read failed, said under the title
 
     @property
     def console(self) -> Host:
@@ -104,7 +117,13 @@ class KindScreen(Screen[None]):
         self.query_one("#kind-errors").border_title = "errors"
         self.query_one("#kind-settings").border_title = "settings"
         every = max(MIN_RELOAD_S, self.console.config.refresh_s)
-        self._timer = self.set_interval(every, self.reload, pause=True)
+        self._timer = self.set_interval(every, self._tick, pause=True)
+
+    def _tick(self) -> None:
+        """A refresh, unless a read is still running: that one lands first (starting another
+        would cancel it, and reads slower than the interval would then never land)."""
+        if self._reading is None or self._reading.is_finished:
+            self.reload()
 
     def on_screen_resume(self) -> None:
         """Shown (the first time, or again for another kind): read the kind now, and every
@@ -125,6 +144,7 @@ class KindScreen(Screen[None]):
         if (kind, "hour") == (self.kind, self.span):
             return  # what it shows is of this kind and span: kept until the read replaces it
         self.kind, self.span, self.info, self._drawn = kind, "hour", None, None
+        self._problem = None
         self._set("#kind-head", Text("loading…", style="dim"))
         for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
             self._set(selector, Text(""))
@@ -138,8 +158,12 @@ class KindScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in ("toggle_pause", "limits") and self.console.read_only)
 
+    def reload(self) -> None:
+        """Read the kind and span shown now, instead of any read in flight."""
+        self._reading = self._read()
+
     @work(exclusive=True, group="kind")
-    async def reload(self) -> None:
+    async def _read(self) -> None:
         kind, span = self.kind, self.span
         try:
             # positional: rows=False
@@ -149,18 +173,37 @@ class KindScreen(Screen[None]):
             if self.info is None or (self.info.kind, self.info.span) != (kind, span):
                 self._show(info)  # opened, or another span: at once, the row figures loading
             rows = await self.console.link.run(kindinfo.load_rows, kind)
-        except LinkDown as exc:
-            self._set("#kind-head", Text(f"database unreachable: {exc.message}", style="bold"))
+        except READ_FAILURES as exc:
+            if (kind, span) == (self.kind, self.span):
+                self._failed(exc)
             return
         if (kind, span) != (self.kind, self.span):
             return
+        self._problem = None
         self.info = info.with_rows(rows)
         self._show(self.info)
         self.refresh_bindings()
 
+    def _failed(self, exc: Exception) -> None:
+        """Say why the read failed under the title, the last figures kept below it."""
+        if isinstance(exc, LinkDown):
+            text = f"database unreachable: {exc.message}"
+        else:
+            text = describe_error(exc)  # the poll's and the write flow's words for it
+        self._problem = clean(text)
+        if self._drawn is not None:
+            self._show(self._drawn)
+        else:
+            self._set("#kind-head", self._with_problem(Text("loading…", style="dim")))
+
+    def _with_problem(self, text: Text) -> Text:
+        if self._problem is None:
+            return text
+        return Text("\n").join([text, Text(f"✗ {self._problem}", style="bold reverse")])
+
     def _show(self, info: KindInfo) -> None:
         self._drawn = info
-        self._set("#kind-head", head(info))
+        self._set("#kind-head", self._with_problem(head(info)))
         width = self.query_one("#kind-scroll").size.width - 1  # less the scrollbar
         self._set("#kind-charts", charts(info, width))
         self._set("#kind-errors", errors(info))
@@ -321,7 +364,8 @@ def errors(info: KindInfo) -> Text:
     if not info.rows_read:
         lines.append(Text("jobs waiting to retry, by error: loading…", style="dim"))
     elif info.retry_errors:
-        jobs = f"{info.retrying:,} job{'' if info.retrying == 1 else 's'}"
+        n = info.retry_jobs  # of the groups' own read (info.retrying is of the first one)
+        jobs = f"{n:,} job{'' if n == 1 else 's'}"
         lines.append(Text(f"! waiting to retry, by error ({jobs})", style="bold"))
         lines += _group_lines(info.retry_errors, "", "next run")
     else:

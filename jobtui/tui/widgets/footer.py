@@ -147,12 +147,14 @@ class ConsoleFooter(Footer):
             key = ConsoleKey(shown)
             yield key if shown.palette else key.data_bind(compact=Footer.compact)
 
+    # Textual calls every class's on_mount / on_unmount along the MRO (MessagePump's
+    # _get_dispatch_methods): Footer's own subscribe to (and unsubscribe from) the screen's
+    # bindings signal without being called here. Calling them again subscribed twice, and
+    # every signal then recomposed twice.
     def on_mount(self) -> None:
-        super().on_mount()
         self.app.screen_change_signal.subscribe(self, self._screen_changed)
 
     def on_unmount(self) -> None:
-        super().on_unmount()
         self.app.screen_change_signal.unsubscribe(self)
         self._follow(None)
 
