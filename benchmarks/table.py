@@ -194,12 +194,17 @@ def render_matrix(matrix: dict[str, Any]) -> list[str]:
     p50/p99 per workers. Ratios are of medians."""
     titles = dict(COLUMNS)
     drain: dict[tuple[int, int], dict[str, list[float]]] = {}
+    capped: dict[tuple[int, int, str], list[str]] = {}  # a drain stopped at its cap says so
     pickup: dict[str, dict[str, list[float]]] = {}
     for r in matrix.get("runs", []):
         system = str(r.get("system", "jobtui"))
         if r.get("scenario") == "drain":
             cell_ = drain.setdefault((int(r["backlog"]), int(r["workers"])), {})
             cell_.setdefault(system, []).append(r["rate"])
+            if "done" in r and r["done"] < r["backlog"]:
+                capped.setdefault((int(r["backlog"]), int(r["workers"]), system), []).append(
+                    f"stopped at {r['seconds']:.0f} s with {r['done']:,} done"
+                )
         elif r.get("scenario") == "latency" and r.get("delays_ms"):
             cells = pickup.setdefault(workers_text(int(r["workers"])), {})
             name = titles.get(system, system)
@@ -221,8 +226,13 @@ def render_matrix(matrix: dict[str, Any]) -> list[str]:
     if drain:
         rows: dict[str, dict[str, str]] = {}
         for (backlog, workers), by_system in sorted(drain.items()):
-            cells = {titles.get(s, s): spread_cell(by_system[s], 0) + " jobs/s"
-                     for s in systems if s in by_system}  # fmt: skip
+            cells = {
+                titles.get(s, s): spread_cell(by_system[s], 0)
+                + " jobs/s"
+                + "".join(f", {c}" for c in capped.get((backlog, workers, s), []))
+                for s in systems
+                if s in by_system
+            }
             for peer in systems[1:] if "jobtui" in by_system else []:
                 if peer in by_system:
                     ratio = statistics.median(by_system["jobtui"]) / statistics.median(

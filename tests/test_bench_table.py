@@ -105,6 +105,17 @@ MATRIX_WITH_PGQUEUER = {
             ("jobtui", 2000000, 15000.0),
             ("pgqueuer", 2000000, 8000.0),
         )
+    ]
+    + [
+        {
+            "scenario": "drain",
+            "system": "pgqueuer",
+            "workers": 4,
+            "backlog": 2000000,
+            "rate": 1000.0,
+            "done": 300000,
+            "seconds": 300.0,
+        }
     ],
 }
 
@@ -128,6 +139,9 @@ def test_the_matrix_shows_pgqueuer_beside_jobtui_and_the_backlog_growth_ratio(
         in text
     )
     assert "| 2 worker processes | 0.50× — missed | 0.80× |" in text
+    # a drain stopped at its cap is rated on what it finished, and says so
+    capped = "1 000 (1) jobs/s, stopped at 300 s with 300,000 done"
+    assert f"| 2,000,000, 4 worker processes |  | {capped} |" in text
 
 
 def test_a_missing_or_broken_results_file_is_one_line_and_changes_nothing(
