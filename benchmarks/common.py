@@ -149,6 +149,8 @@ class Bench:
     runs: int | None
     origin: str  # "embedded" or "JOBTUI_BENCH_DSN"
     peers: bool = True
+    # --peers: only these peers run beside jobtui (the matrix: PgQueuer); empty means every peer.
+    peer_names: list[str] = field(default_factory=list)
     # A peer whose package is not installed is skipped instead of failing the run.
     allow_missing_peers: bool = False
     # The scaling matrix: worker processes and ready backlogs the drain (and, for workers,

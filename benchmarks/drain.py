@@ -64,6 +64,7 @@ def drain_once(
             for proc, _ in procs:
                 stop(proc)
     record: dict[str, Any] = {"seconds": seconds, "done": done, "rate": done / seconds, **split}
+    record["load_1m"] = round(os.getloadavg()[0], 2)  # at the drain's end: a shared machine
     if split:
         cores = os.cpu_count() or 1
         print(

@@ -1,8 +1,9 @@
 """Run the jobtui benchmarks and print figures against the targets of issues 5, 11 and 14.
 
     python benchmarks/run.py [--quick] [--only NAME[,NAME]] [--skip NAME[,NAME]] [--runs N]
-                             [--no-peers | --allow-missing-peers] [--minutes M] [--explain]
-                             [--heap] [--concurrency jobtui=N,pgqueuer=N,procrastinate=N]
+                             [--no-peers | --peers NAME[,NAME]] [--allow-missing-peers]
+                             [--minutes M] [--explain] [--heap]
+                             [--concurrency jobtui=N,pgqueuer=N,procrastinate=N]
                              [--workers 1,2,4] [--backlog 20000,200000] [--results FILE]
 
 The server is JOBTUI_BENCH_DSN when set, otherwise an embedded PostgreSQL in a temporary
@@ -71,6 +72,12 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, help="runs per scenario (default: per scenario)")
     parser.add_argument("--no-peers", action="store_true", help="skip PgQueuer/procrastinate")
     parser.add_argument(
+        "--peers",
+        metavar="NAME[,NAME]",
+        help="only these peers beside jobtui: pgqueuer, procrastinate (default both; the matrix"
+        " runs pgqueuer)",
+    )
+    parser.add_argument(
         "--allow-missing-peers",
         action="store_true",
         help="a peer whose package is not installed is noted, not a failure",
@@ -137,6 +144,9 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
         setattr(args, flag, numbers)
     if args.no_peers and args.allow_missing_peers:
         parser.error("--no-peers and --allow-missing-peers: choose one")
+    args.peers = parse_peers(parser, args.peers)
+    if args.no_peers and args.peers:
+        parser.error("--no-peers and --peers: choose one")
     if args.runs is not None and args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.tab_every is not None and args.tab_every < 0:
@@ -151,6 +161,17 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
         except ValueError as exc:
             parser.error(str(exc))
     return args
+
+
+def parse_peers(parser: argparse.ArgumentParser, value: str | None) -> list[str]:
+    """`--peers pgqueuer,procrastinate` as a list of known peer names."""
+    from benchmarks.systems import PEER_NAMES
+
+    names = [v.strip() for v in value.split(",") if v.strip()] if value else []
+    unknown = [n for n in names if n not in PEER_NAMES]
+    if unknown:
+        parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {', '.join(PEER_NAMES)}")
+    return names
 
 
 def start_server(tmp: Path) -> tuple[str, str, object | None]:
@@ -177,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         runs=args.runs,
         origin="",
         peers=not args.no_peers,
+        peer_names=args.peers,
         allow_missing_peers=args.allow_missing_peers,
         workers=args.workers,
         backlogs=args.backlog,
@@ -192,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     dsn, origin, server = start_server(bench.tmp)
     bench.admin_dsn, bench.origin = dsn, origin
     figures: list[Figure] = []
+    # The machine may be shared: the load average goes with the figures.
+    load = {"before": [round(x, 2) for x in os.getloadavg()]}
     started = time.monotonic()
     began = datetime.datetime.now(datetime.UTC)
     command = "python benchmarks/run.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -221,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ({time.monotonic() - t0:.0f}s)", flush=True)
             figures.extend(got)
         seconds = time.monotonic() - started
+        load["after"] = [round(x, 2) for x in os.getloadavg()]
+        print(f"load average (1, 5, 15 min): before {load['before']}, after {load['after']}")
         print_table(bench, machine, command, figures, seconds)
         write_results(
             args.results,
@@ -231,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(seconds, 1),
                 "scenarios": chosen,
                 "machine": machine,
+                "load": load,
                 "settings": bench.settings,
                 "figures": [f.to_dict() for f in figures],
                 "runs": bench.records,

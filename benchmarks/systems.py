@@ -441,10 +441,14 @@ class Procrastinate(System):
                 await asyncio.sleep(max(0.0, interval - (time.time() - t)))
 
 
-def systems(with_peers: bool) -> list[System]:
+PEER_NAMES = ("pgqueuer", "procrastinate")
+
+
+def systems(with_peers: bool, names: Sequence[str] = ()) -> list[System]:
+    """jobtui, then the peers (only those in `names` when it is not empty)."""
     found: list[System] = [Jobtui()]
     if with_peers:
-        found += [PgQueuer(), Procrastinate()]
+        found += [p for p in (PgQueuer(), Procrastinate()) if not names or p.name in names]
     return found
 
 
@@ -455,7 +459,7 @@ def runnable(bench: Any) -> list[System]:
     is not installed when the run allows it (--allow-missing-peers): that one is only noted.
     """
     found = []
-    for system in systems(bench.peers):
+    for system in systems(bench.peers, bench.peer_names):
         reason = system.unavailable()
         if reason is None:
             found.append(system)

@@ -180,34 +180,102 @@ def grid(corner: str, rows: dict[str, dict[str, str]]) -> list[str]:
     return [*lines, ""]
 
 
+# Issue 24's "backlog growth" target: the drain at the largest backlog over the smallest.
+GROWTH_TARGET = (20_000, 2_000_000, 0.6)
+
+
+def workers_text(n: int) -> str:
+    return f"{n} worker process{'es' if n > 1 else ''}"
+
+
 def render_matrix(matrix: dict[str, Any]) -> list[str]:
-    """Drain jobs/s per (backlog, workers) and pickup p50/p99 per workers, from jobtui's runs."""
-    runs = [r for r in matrix.get("runs", []) if r.get("system", "jobtui") == "jobtui"]
-    runs.sort(key=lambda r: (r.get("backlog", 0), r["workers"]))
-    drain: dict[str, dict[str, list[float]]] = {}
+    """`make bench-matrix`'s runs: drain jobs/s per (backlog, workers) for each system with
+    jobtui ÷ peer, the largest backlog's drain over the smallest's (issue 24), and pickup
+    p50/p99 per workers. Ratios are of medians."""
+    titles = dict(COLUMNS)
+    drain: dict[tuple[int, int], dict[str, list[float]]] = {}
+    capped: dict[tuple[int, int, str], list[str]] = {}  # a drain stopped at its cap says so
     pickup: dict[str, dict[str, list[float]]] = {}
-    for r in runs:
-        workers = f"{r['workers']} worker process{'es' if r['workers'] > 1 else ''}"
+    for r in matrix.get("runs", []):
+        system = str(r.get("system", "jobtui"))
         if r.get("scenario") == "drain":
-            drain.setdefault(f"{r['backlog']:,}", {}).setdefault(workers, []).append(r["rate"])
+            cell_ = drain.setdefault((int(r["backlog"]), int(r["workers"])), {})
+            cell_.setdefault(system, []).append(r["rate"])
+            if "done" in r and r["done"] < r["backlog"]:
+                capped.setdefault((int(r["backlog"]), int(r["workers"]), system), []).append(
+                    f"stopped at {r['seconds']:.0f} s with {r['done']:,} done"
+                )
         elif r.get("scenario") == "latency" and r.get("delays_ms"):
-            cells = pickup.setdefault(workers, {})
-            cells.setdefault("p50 ms", []).append(percentile(r["delays_ms"], 50))
-            cells.setdefault("p99 ms", []).append(percentile(r["delays_ms"], 99))
+            cells = pickup.setdefault(workers_text(int(r["workers"])), {})
+            name = titles.get(system, system)
+            cells.setdefault(f"{name} p50 ms", []).append(percentile(r["delays_ms"], 50))
+            cells.setdefault(f"{name} p99 ms", []).append(percentile(r["delays_ms"], 99))
+    systems = [s for s, _ in COLUMNS if any(s in c for c in drain.values())]
+    systems += sorted({s for c in drain.values() for s in c} - set(systems))
+    shown = " and ".join(titles.get(s, s) for s in systems) or "jobtui"
+    load = matrix.get("load", {})
+    loads = " and ".join(f"{load[k][0]:.2f} {k}" for k in ("before", "after") if load.get(k))
+    took = f"{matrix['seconds']:.0f} s" if "seconds" in matrix else "time not recorded"
+    took += f"; load average (1 min) {loads} the run" if loads else ""
     lines = [
-        f"Drain and pickup as work grows, jobtui: measured {matrix.get('date', '?')} with "
-        f"`{matrix.get('command', '?')}`; each cell median [min–max] (runs).",
+        f"Drain and pickup as work grows, {shown}: measured {matrix.get('date', '?')} with "
+        f"`{matrix.get('command', '?')}` ({took}); each cell median [min–max] (runs), ratios of "
+        "medians.",
         "",
     ]
     if drain:
-        rows = {
-            b: {w: spread_cell(v, 0) + " jobs/s" for w, v in c.items()} for b, c in drain.items()
-        }
-        lines += grid("drain, ready jobs at release", rows)
+        rows: dict[str, dict[str, str]] = {}
+        for (backlog, workers), by_system in sorted(drain.items()):
+            cells = {
+                titles.get(s, s): spread_cell(by_system[s], 0)
+                + " jobs/s"
+                + "".join(f", {c}" for c in capped.get((backlog, workers, s), []))
+                for s in systems
+                if s in by_system
+            }
+            for peer in systems[1:] if "jobtui" in by_system else []:
+                if peer in by_system:
+                    ratio = statistics.median(by_system["jobtui"]) / statistics.median(
+                        by_system[peer]
+                    )
+                    cells[f"jobtui ÷ {titles.get(peer, peer)}"] = f"{ratio:.2f}×"
+            rows[f"{backlog:,}, {workers_text(workers)}"] = cells
+        lines += grid("drain: ready jobs at release, workers", rows)
+        lines += render_growth(drain, systems)
     if pickup:
         rows = {w: {k: spread_cell(v, 2) for k, v in c.items()} for w, c in pickup.items()}
         lines += grid("pickup, idle queue", rows)
     return lines
+
+
+def render_growth(
+    drain: dict[tuple[int, int], dict[str, list[float]]], systems: list[str]
+) -> list[str]:
+    """Per workers: the drain at the largest backlog ÷ at the smallest, for each system; jobtui's
+    against issue 24's ≥ 0.6× when those are 2,000,000 and 20,000."""
+    titles = dict(COLUMNS)
+    backlogs = sorted({b for b, _ in drain})
+    if len(backlogs) < 2:
+        return []
+    small, large = backlogs[0], backlogs[-1]
+    low, high, limit = GROWTH_TARGET
+    rows: dict[str, dict[str, str]] = {}
+    for workers in sorted({w for _, w in drain}):
+        a, b = drain.get((small, workers), {}), drain.get((large, workers), {})
+        cells = {}
+        for s in systems:
+            if s in a and s in b:
+                ratio = statistics.median(b[s]) / statistics.median(a[s])
+                text = f"{ratio:.2f}×"
+                if s == "jobtui" and (small, large) == (low, high):
+                    text += " — met" if ratio >= limit else " — missed"
+                cells[titles.get(s, s)] = text
+        if cells:
+            rows[workers_text(workers)] = cells
+    if not rows:
+        return []
+    target = f" (issue 24: ≥ {limit}× for jobtui)" if (small, large) == (low, high) else ""
+    return grid(f"drain at {large:,} ÷ at {small:,}{target}", rows)
 
 
 def render_history(history: dict[str, Any]) -> list[str]:

@@ -84,11 +84,64 @@ def test_the_readme_tables_are_written_from_the_results(tmp_path: Path) -> None:
     assert "old" not in text and "text kept" in text and text.endswith("end\n")
     assert "30 000 jobs/s [29 000–31 000] (3) — missed" in text
     # drain by backlog and workers, median [min–max] (runs)
-    assert "| 20,000 | 15 000 (1) jobs/s | 29 000 [28 000–30 000] (2) jobs/s |" in text
-    assert "| 200,000 |  | 26 000 (1) jobs/s |" in text
+    assert "| 20,000, 1 worker process | 15 000 (1) jobs/s |" in text
+    assert "| 20,000, 2 worker processes | 29 000 [28 000–30 000] (2) jobs/s |" in text
+    assert "| 200,000, 2 worker processes | 26 000 (1) jobs/s |" in text
     assert "| 2 worker processes | 3.00 (1) | 8.88 (1) |" in text
     # the history: p50 / p95 per size
     assert "| snapshot | 6.0 / 6.9 | 6.5 / 63.6 |" in text  # interpolated, as history.py prints
+
+
+MATRIX_WITH_PGQUEUER = {
+    "date": "2026-12-07T06:00:00+00:00",
+    "command": "python benchmarks/run.py --only drain --workers 2 --peers pgqueuer",
+    "seconds": 900.0,
+    "load": {"before": [2.5, 1.5, 0.6], "after": [3.1, 2.9, 2.0]},
+    "runs": [
+        {"scenario": "drain", "system": s, "workers": 2, "backlog": b, "rate": rate}
+        for s, b, rate in (
+            ("jobtui", 20000, 30000.0),
+            ("pgqueuer", 20000, 10000.0),
+            ("jobtui", 2000000, 15000.0),
+            ("pgqueuer", 2000000, 8000.0),
+        )
+    ]
+    + [
+        {
+            "scenario": "drain",
+            "system": "pgqueuer",
+            "workers": 4,
+            "backlog": 2000000,
+            "rate": 1000.0,
+            "done": 300000,
+            "seconds": 300.0,
+        }
+    ],
+}
+
+
+def test_the_matrix_shows_pgqueuer_beside_jobtui_and_the_backlog_growth_ratio(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: the 2M drain against the 20k one, PgQueuer measured at the same backlogs."""
+    text = "\n".join(table.render_matrix(MATRIX_WITH_PGQUEUER))
+    assert "as work grows, jobtui and PgQueuer" in text
+    assert "900 s; load average (1 min) 2.50 before and 3.10 after the run" in text
+    assert (
+        "| drain: ready jobs at release, workers | jobtui | PgQueuer | jobtui ÷ PgQueuer |" in text
+    )
+    assert "| 20,000, 2 worker processes | 30 000 (1) jobs/s | 10 000 (1) jobs/s | 3.00× |" in text
+    assert (
+        "| 2,000,000, 2 worker processes | 15 000 (1) jobs/s | 8 000 (1) jobs/s | 1.88× |" in text
+    )
+    assert (
+        "| drain at 2,000,000 ÷ at 20,000 (issue 24: ≥ 0.6× for jobtui) | jobtui | PgQueuer |"
+        in text
+    )
+    assert "| 2 worker processes | 0.50× — missed | 0.80× |" in text
+    # a drain stopped at its cap is rated on what it finished, and says so
+    capped = "1 000 (1) jobs/s, stopped at 300 s with 300,000 done"
+    assert f"| 2,000,000, 4 worker processes |  | {capped} |" in text
 
 
 def test_a_missing_or_broken_results_file_is_one_line_and_changes_nothing(
