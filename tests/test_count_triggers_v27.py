@@ -127,7 +127,7 @@ def test_0027_recounts_what_0026_counted_by_run_at_minute(empty_dsn: str) -> Non
             conn.execute(one_row(nulls, False))
             conn.execute(one_row(nulls, True))
         conn.execute("SELECT jobtui_fold_job_counts()")
-        assert [m.version for m in migrate(conn, "public")] == [27]
+        assert [m.version for m in migrate(conn, "public", up_to=27)] == [27]
         conn.execute("DELETE FROM jobs")
         conn.execute("SELECT jobtui_fold_job_counts()")
         assert snapshot(conn) == {}

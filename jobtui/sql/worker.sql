@@ -267,7 +267,10 @@ WHERE locked_by = %(worker)s AND finished_at IS NULL AND locked_at IS NOT NULL
 -- staleness again on the newest committed version (a heartbeat that committed after this
 -- statement's snapshot, e.g. one held back by a lock on `workers`, saves its jobs), a row whose
 -- heartbeat is being written is skipped, and no heartbeat can commit until this rescue has.
--- Only jobs whose owner row was so locked (or who have no owner row) are candidates. They are
+-- Only jobs whose owner row was so locked (or who have no owner row) are candidates, read
+-- through jobs_running in its own order (locked_by, locked_at), up to 1,000 a round: running
+-- rows are few, and any other order (id, through jobs_pkey) would step over every waiting and
+-- finished row whenever fewer than 1,000 qualify (15 s at 2M waiting rows). They are
 -- read, then locked only if they are still the same
 -- attempt (same attempts, locked_at, locked_by), so a job rescued and re-claimed meanwhile is
 -- left alone. Then, per job:
@@ -292,7 +295,7 @@ WITH stale AS MATERIALIZED (
     AND CASE WHEN w.id IS NOT NULL THEN w.id IN (SELECT id FROM stale)
              WHEN j.locked_by IS NOT NULL THEN true  -- its worker's row is gone: so is it
              ELSE j.locked_at < now() - make_interval(secs => %(lock_timeout)s) END
-  ORDER BY j.id
+  ORDER BY j.locked_by, j.locked_at
   LIMIT 1000
 ), lost AS MATERIALIZED (
   SELECT j.id, j.kind, j.locked_by, j.cancel_requested,
@@ -340,6 +343,9 @@ SELECT fate, id, kind FROM ended
 -- `exhausted by another consumer`. One statement, rows taken with
 -- SKIP LOCKED and moved by jobtui_move_to_dead, so workers sweeping at once never move a row
 -- twice. A row whose id a dead letter already holds moves too, under a new id (migration 0023).
+-- Only a row tried before or exhausted by its own max_attempts can be exhausted (a handler's
+-- limit is at least 1): that condition is jobs_waiting_tried's predicate (migration 0029), so
+-- the sweep reads those few rows, not every waiting one.
 WITH am AS MATERIALIZED (
   SELECT __schema__.jobtui_attempt_limits() AS m
 ), pick AS MATERIALIZED (
@@ -347,6 +353,7 @@ WITH am AS MATERIALIZED (
          __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts) AS lim
   FROM __schema__.jobs x
   WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND NOT x.cancel_requested
+    AND (x.attempts > 0 OR x.attempts >= x.max_attempts)
     AND x.attempts >= __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind, x.max_attempts)
   ORDER BY x.id
   LIMIT 1000
@@ -366,7 +373,11 @@ SELECT moved_id, moved_kind FROM others
 
 -- name: worker_finish_cancelled
 -- Unlocked rows with a cancel request (left so by an older worker, which released or retried
--- them without looking): they end cancelled, as the cancel asked.
+-- them without looking): they end cancelled, as the cancel asked. Read through
+-- jobs_waiting_cancel (migration 0029), which holds just these rows. The UPDATE re-checks
+-- nothing but the ids: the sub-select's FOR UPDATE judged each row on its newest version and
+-- holds it until the statement ends (a re-check in the UPDATE let the planner of a table
+-- without statistics read every waiting row through jobs_pending to find them).
 UPDATE __schema__.jobs j
 SET finished_at = now(), cancelled_at = now()
 WHERE j.id = ANY(ARRAY(
@@ -374,7 +385,6 @@ WHERE j.id = ANY(ARRAY(
     WHERE x.finished_at IS NULL AND x.locked_at IS NULL AND x.cancel_requested
     LIMIT 1000
     FOR UPDATE SKIP LOCKED))
-  AND j.finished_at IS NULL AND j.locked_at IS NULL
 RETURNING j.id
 
 -- name: worker_forget_stale_workers
