@@ -1,5 +1,5 @@
 """The worker's housekeeping statements read the rows they look for, not every waiting row
-(migration 0029): at 2M ready jobs each walk of jobs_pkey or jobs_pending took 3-15 s of a
+(migration 0028): at 2M ready jobs each walk of jobs_pkey or jobs_pending took 3-15 s of a
 worker's database time. 200,000 waiting rows beside 100,000 finished ones, with and without
 statistics; each statement's plan (EXPLAIN ANALYZE, rolled back) must touch few buffers, and
 each still does its work: a dead worker's jobs rescued, exhausted rows buried (by their own

@@ -344,7 +344,7 @@ SELECT fate, id, kind FROM ended
 -- SKIP LOCKED and moved by jobtui_move_to_dead, so workers sweeping at once never move a row
 -- twice. A row whose id a dead letter already holds moves too, under a new id (migration 0023).
 -- Only a row tried before or exhausted by its own max_attempts can be exhausted (a handler's
--- limit is at least 1): that condition is jobs_waiting_tried's predicate (migration 0029), so
+-- limit is at least 1): that condition is jobs_waiting_tried's predicate (migration 0028), so
 -- the sweep reads those few rows, not every waiting one.
 WITH am AS MATERIALIZED (
   SELECT __schema__.jobtui_attempt_limits() AS m
@@ -374,7 +374,7 @@ SELECT moved_id, moved_kind FROM others
 -- name: worker_finish_cancelled
 -- Unlocked rows with a cancel request (left so by an older worker, which released or retried
 -- them without looking): they end cancelled, as the cancel asked. Read through
--- jobs_waiting_cancel (migration 0029), which holds just these rows. The UPDATE re-checks
+-- jobs_waiting_cancel (migration 0028), which holds just these rows. The UPDATE re-checks
 -- nothing but the ids: the sub-select's FOR UPDATE judged each row on its newest version and
 -- holds it until the statement ends (a re-check in the UPDATE let the planner of a table
 -- without statistics read every waiting row through jobs_pending to find them).

@@ -1,6 +1,6 @@
-"""Migration 0029: the housekeeping sweeps' own partial indexes (jobs_waiting_tried,
+"""Migration 0028: the housekeeping sweeps' own partial indexes (jobs_waiting_tried,
 jobs_waiting_cancel) and a handler limit of at least 1. The head schema is
-tests/data/schema_v29.txt, `tools/schema_describe.py DSN --fresh --up-to 29`; the sweeps' reads
+tests/data/schema_v28.txt, `tools/schema_describe.py DSN --fresh --up-to 28`; the sweeps' reads
 are tests/test_housekeeping_scale.py's.
 """
 
@@ -13,29 +13,29 @@ import psycopg
 from jobtui.schema import migrate
 from jobtui.schema.describe import describe
 
-SNAPSHOT = Path(__file__).parent / "data" / "schema_v29.txt"
+SNAPSHOT = Path(__file__).parent / "data" / "schema_v28.txt"
 
 
 def test_the_head_schema_is_its_description(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        assert [m.version for m in migrate(conn, "Queue_2", up_to=29)][-1] == 29
+        assert [m.version for m in migrate(conn, "Queue_2", up_to=28)][-1] == 28
         assert describe(conn, "Queue_2") == SNAPSHOT.read_text("utf-8")
 
 
-def test_a_restored_schema_without_0029_is_recognised_and_0029_applies(empty_dsn: str) -> None:
+def test_a_restored_schema_without_0028_is_recognised_and_0028_applies(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        before = [m.version for m in migrate(conn, "public", up_to=28)][-1]
+        before = [m.version for m in migrate(conn, "public", up_to=27)][-1]
         conn.execute("DELETE FROM jobtui_migrations")  # a schema-only restore, say
-        assert [m.version for m in migrate(conn, "public", up_to=29)] == [29]
-        assert before < 29
+        assert [m.version for m in migrate(conn, "public", up_to=28)] == [28]
+        assert before < 28
         assert describe(conn, "public") == SNAPSHOT.read_text("utf-8")
 
 
-def test_0029_applies_on_a_database_with_jobs_and_indexes_just_the_swept_rows(
+def test_0028_applies_on_a_database_with_jobs_and_indexes_just_the_swept_rows(
     empty_dsn: str,
 ) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        migrate(conn, "public", up_to=28)
+        migrate(conn, "public", up_to=27)
         conn.execute(
             "INSERT INTO jobs (kind, payload) SELECT 'k', '{}' FROM generate_series(1, 50)"
         )
@@ -47,7 +47,7 @@ def test_0029_applies_on_a_database_with_jobs_and_indexes_just_the_swept_rows(
             "INSERT INTO jobs (kind, payload, cancel_requested) VALUES ('k', '{}', true)"
             " RETURNING id"
         ).fetchall()
-        assert [m.version for m in migrate(conn, "public", up_to=29)] == [29]
+        assert [m.version for m in migrate(conn, "public", up_to=28)] == [28]
         conn.execute("SET enable_seqscan = off")
         conn.execute("SET enable_bitmapscan = off")
         for index, where, want in (
