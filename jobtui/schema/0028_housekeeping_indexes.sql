@@ -32,6 +32,22 @@
 -- it reads the table once per index, blocking writers for that long (a few seconds at 2M rows);
 -- `jobtui migrate` bounds the wait for the lock (LockWait) and tries again after a back-off.
 -- ADD CONSTRAINT holds ACCESS EXCLUSIVE on kind_handlers (a few rows) for a moment.
+-- A row below 1 (written by hand: the registry never wrote one) would fail the ADD CONSTRAINT
+-- with PostgreSQL's words, which name neither the kinds nor the way out: said here instead.
+DO $do$
+DECLARE
+  bad text;
+BEGIN
+  SELECT string_agg(format('%s (%s)', h.kind, h.max_attempts), ', ' ORDER BY h.kind) INTO bad
+  FROM __schema__.kind_handlers h WHERE h.max_attempts < 1;
+  IF bad IS NOT NULL THEN
+    RAISE EXCEPTION '%', 'kind_handlers declares max_attempts below 1 for ' || bad
+      || ': set them to NULL (each row''s own limit decides) or to 1 or more, or delete'
+      || ' the rows (workers write them again at start), then migrate again';
+  END IF;
+END
+$do$;
+
 ALTER TABLE __schema__.kind_handlers
   ADD CONSTRAINT kind_handlers_max_attempts_check CHECK (max_attempts >= 1);
 

@@ -166,13 +166,16 @@ class KindScreen(Screen[None]):
     async def _read(self) -> None:
         kind, span = self.kind, self.span
         try:
-            # positional: rows=False
-            info = await self.console.link.run(kindinfo.load, kind, span, False)
-            if (kind, span) != (self.kind, self.span):
-                return  # read for the kind or span shown before (the screen is kept: show_kind)
-            if self.info is None or (self.info.kind, self.info.span) != (kind, span):
-                self._show(info)  # opened, or another span: at once, the row figures loading
-            rows = await self.console.link.run(kindinfo.load_rows, kind)
+            # A refresh, bounded as the tabs' are: behind a transaction pooler the session has
+            # no statement_timeout, and an unbounded read (a lock on `jobs`) held the link.
+            async with self.console.link.refresh():
+                # positional: rows=False
+                info = await self.console.link.run(kindinfo.load, kind, span, False)
+                if (kind, span) != (self.kind, self.span):
+                    return  # read for the kind or span shown before (the screen is kept)
+                if self.info is None or (self.info.kind, self.info.span) != (kind, span):
+                    self._show(info)  # opened, or another span: at once, row figures loading
+                rows = await self.console.link.run(kindinfo.load_rows, kind)
         except READ_FAILURES as exc:
             if (kind, span) == (self.kind, self.span):
                 self._failed(exc)
