@@ -1045,11 +1045,16 @@ async def test_the_kind_screen_reads_and_the_queue_sample_equal_their_pre_0020_f
     for kind in [*ODD_KINDS, "nobody"]:
         for back in (59, 24 * 60 - 1):
             p = {"kind": kind, "since": now - timedelta(minutes=back), "limit": 5}
-            for new, old in (
-                (q.kind_row_max_attempts, OLD_KIND_ROW_MAX_ATTEMPTS),
-                (q.kind_retry_errors, OLD_KIND_RETRY_ERRORS),
-            ):
-                assert conn.execute(new, p).fetchall() == conn.execute(old, p).fetchall(), kind
+            assert (
+                conn.execute(q.kind_row_max_attempts, p).fetchall()
+                == conn.execute(OLD_KIND_ROW_MAX_ATTEMPTS, p).fetchall()
+            ), kind
+            # The groups as before; `total` (added since) is the jobs of every group, not
+            # only of the top `limit` returned.
+            groups = conn.execute(q.kind_retry_errors, p).fetchall()
+            assert [g[:3] for g in groups] == conn.execute(OLD_KIND_RETRY_ERRORS, p).fetchall()
+            every = conn.execute(OLD_KIND_RETRY_ERRORS, {**p, "limit": None}).fetchall()
+            assert {g[3] for g in groups} <= {sum(g[1] for g in every)}, kind
     # (The depth changes are read from the flow rows since migration 0022, not from the rows:
     # tests/test_tui_kind.py.)
     with conn.transaction(force_rollback=True):
