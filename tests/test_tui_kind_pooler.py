@@ -8,14 +8,8 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from targets_support import locked
-from test_tui_console import config, until
-from test_tui_kind import history, open_kind
-from test_tui_kind_reads import head_text
+from test_tui_kind_reads import lock_past_the_timeout
 from topology import Bouncer
-
-from jobtui.tui.app import JobtuiApp
-from jobtui.tui.screens import kind as kind_screen
 
 
 async def test_a_read_behind_a_pooler_is_bounded_on_the_client(
@@ -24,15 +18,4 @@ async def test_a_read_behind_a_pooler_is_bounded_on_the_client(
     pgbouncer_transaction: Bouncer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    history(conn)
-    monkeypatch.setattr(kind_screen, "MIN_RELOAD_S", 0.3)
-    app = JobtuiApp(pgbouncer_transaction.to(dsn), "public", config=config())
-    app.link.statement_timeout_s = 1.0
-    async with app.run_test(size=(100, 30)) as pilot:
-        screen = await open_kind(app, pilot)
-        assert "5 unfinished" in head_text(screen)
-        with locked(dsn):
-            await until(pilot, lambda: "took longer than 1 s" in head_text(screen))
-            assert app.is_running and app.screen is screen
-        await until(pilot, lambda: "took longer" not in head_text(screen))
-        assert "5 unfinished" in head_text(screen)
+    await lock_past_the_timeout(pgbouncer_transaction.to(dsn), dsn, conn, monkeypatch)

@@ -26,15 +26,15 @@ def head_text(screen: KindScreen) -> str:
     return rendered(screen.query_one("#kind-head"))
 
 
-async def test_a_read_past_the_statement_timeout_is_said_and_the_next_one_lands(
-    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+async def lock_past_the_timeout(
+    console_dsn: str, dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another session holds a lock on `jobs`: the kind's reads wait past the console's
-    statement timeout. The screen says so under the title, its figures kept; once the lock
-    goes, the next refresh shows the kind again (before: the console ended on a traceback)."""
+    """Open the kind screen on `console_dsn` with a 1 s statement timeout, hold a lock on `jobs`
+    from another session (on `dsn`) until a read says it took too long, then let it go: the
+    screen keeps its figures meanwhile, and the next read lands."""
     history(conn)
     monkeypatch.setattr(kind_screen, "MIN_RELOAD_S", 0.3)
-    app = JobtuiApp(dsn, "public", config=config())
+    app = JobtuiApp(console_dsn, "public", config=config())
     app.link.statement_timeout_s = 1.0  # set on the session when the link connects
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await open_kind(app, pilot)
@@ -47,6 +47,15 @@ async def test_a_read_past_the_statement_timeout_is_said_and_the_next_one_lands(
         await until(pilot, lambda: "took longer" not in head_text(screen))
         assert "5 unfinished" in head_text(screen)
         assert app.is_running
+
+
+async def test_a_read_past_the_statement_timeout_is_said_and_the_next_one_lands(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another session holds a lock on `jobs`: the kind's reads wait past the console's
+    statement timeout. The screen says so under the title, its figures kept; once the lock
+    goes, the next refresh shows the kind again (before: the console ended on a traceback)."""
+    await lock_past_the_timeout(dsn, dsn, conn, monkeypatch)
 
 
 async def test_a_privilege_revoked_is_said_and_the_screen_recovers_when_granted_again(

@@ -75,8 +75,9 @@ LIMIT %(limit)s
 -- Errors of the kind's unfinished jobs that failed an attempt and wait to run again, by the
 -- error's first line, most first; `last_at` is the latest of their next runs; `total` is the
 -- jobs of every group (the top %(limit)s are returned), so the count said above the groups is
--- of the same read as they are. No index holds
--- `attempts > 0` alone, so the unlocked rows are read only when the exact counts (0016) say
+-- of the same read as they are. No index holds one
+-- kind's waiting rows with `attempts > 0` (jobs_waiting_tried, 0028, holds every kind's, by
+-- id, for the worker's sweeps), so the unlocked rows are read only when the exact counts say
 -- the kind has some with attempts > 0: `retrying` (waiting, attempts > 0) or `exhausted`
 -- (attempts >= max_attempts). Otherwise that scan of every waiting row of the kind (tens of
 -- milliseconds at 20,000 of them) would find nothing.
