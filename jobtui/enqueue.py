@@ -46,11 +46,12 @@ class Enqueued(int):
     formats, compares, hashes and is sent to PostgreSQL exactly as the plain int id.
     """
 
-    created: bool
+    created: bool = True  # set on the instance only when False: the common id is cheaper
 
     def __new__(cls, job_id: int, created: bool = True) -> Enqueued:
-        obj = super().__new__(cls, job_id)
-        obj.created = created
+        obj = int.__new__(cls, job_id)
+        if not created:
+            obj.created = False
         return obj
 
 

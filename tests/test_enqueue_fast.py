@@ -8,12 +8,15 @@ checks and their messages, and every character of the text COPY has to escape.
 
 from __future__ import annotations
 
+import copy
+import pickle
 from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from jobtui import InvalidJob, JobSpec, enqueue, enqueue_many
+from jobtui.enqueue import Enqueued
 from jobtui.schema import migrate
 from jobtui.sql import InvalidSchemaName, notify_channel
 
@@ -131,6 +134,17 @@ def test_plain_enqueue_checks_the_job_before_the_schema_name(conn: psycopg.Conne
             enqueue(conn, "k", {}, schema="no such")
     with pytest.raises(InvalidSchemaName):
         enqueue("postgresql://nowhere.invalid/x", "k", {}, schema="no such")
+
+
+def test_enqueued_keeps_created_through_copies_and_pickles() -> None:
+    """`created` True is the class's default (no instance attribute): it must still travel."""
+    made = [Enqueued(5), Enqueued(6, False), Enqueued(Enqueued(7), created=False)]
+    made.append(Enqueued(8, True))
+    for job in made:
+        for again in (pickle.loads(pickle.dumps(job)), copy.copy(job), copy.deepcopy(job)):
+            assert type(again) is Enqueued and again == job and again.created is job.created
+    assert [job.created for job in made] == [True, False, False, True]
+    assert f"{made[1]:>3}|{made[1]}|{made[1]!r}" == "  6|6|6" and hash(made[1]) == hash(6)
 
 
 def test_plain_enqueue_with_a_dsn(dsn: str, conn: psycopg.Connection) -> None:
