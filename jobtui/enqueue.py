@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from datetime import datetime, timedelta
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from jobtui.config import resolve_schema
 from jobtui.jobspec import (  # re-exported: they were defined here before
     DEFAULT_MAX_ATTEMPTS as DEFAULT_MAX_ATTEMPTS,
 )
-from jobtui.jobspec import InvalidJob, JobSpec, payload_json
+from jobtui.jobspec import InvalidJob, JobSpec, check_kind, payload_json
 from jobtui.sql import Queries, notify_channel, queries
 
 # A keyed insert that finds neither an existing job nor room (a racing producer committed after
@@ -45,11 +46,12 @@ class Enqueued(int):
     formats, compares, hashes and is sent to PostgreSQL exactly as the plain int id.
     """
 
-    created: bool
+    created: bool = True  # set on the instance only when False: the common id is cheaper
 
     def __new__(cls, job_id: int, created: bool = True) -> Enqueued:
-        obj = super().__new__(cls, job_id)
-        obj.created = created
+        obj = int.__new__(cls, job_id)
+        if not created:
+            obj.created = False
         return obj
 
 
@@ -190,22 +192,45 @@ def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> A
     count jobs of the key finished within it), `schema` (else JOBTUI_SCHEMA, else `public`).
     """
     schema = resolve_schema(options.pop("schema", None))
-    prepared = _prepare({"kind": kind, "payload": {} if payload is None else payload, **options})
-    q = queries(schema)
-    params = _params(prepared, notify_channel(schema))
+    payload = {} if payload is None else payload
+    spec = None
+    if options:
+        prepared = _prepare({"kind": kind, "payload": payload, **options})
+        spec = prepared[0]
+        sql, params = queries(schema).enqueue, _params(prepared, notify_channel(schema))
+    else:
+        # The common call, a kind and a payload: the same checks as `_prepare` (the payload's
+        # first), without building a JobSpec whose other fields are the defaults.
+        text = payload_json(payload)
+        check_kind(kind)
+        sql, defaults = _plain(schema)
+        params = {**defaults, "kind": kind, "payload": text}
     if isinstance(target, str):
         with _connect(target) as conn:
             return enqueue(conn, kind, payload, schema=schema, **options)
-    steps = _unique_steps(q, prepared[0], params) if prepared[0].unique_key else None
+    if spec is not None and spec.unique_key:
+        steps = _unique_steps(queries(schema), spec, params)
+        if _is_async(target):
+            return _run_async(target, steps, in_transaction=bool(spec.unique_window))
+        return _run_sync(target, steps, in_transaction=bool(spec.unique_window))
     if _is_async(target):
-        if steps is not None:
-            return _run_async(target, steps, in_transaction=bool(prepared[0].unique_window))
-        return _enqueue_async(target, q.enqueue, params)
-    if steps is not None:
-        return _run_sync(target, steps, in_transaction=bool(prepared[0].unique_window))
-    row = target.execute(q.enqueue, params).fetchone()
+        return _enqueue_async(target, sql, params)
+    row = target.execute(sql, params).fetchone()
     assert row is not None
     return Enqueued(row[0])
+
+
+@cache
+def _plain(schema: str) -> tuple[str, dict[str, Any]]:
+    """`enqueue`'s statement for `schema` and the parameters of a job with no options.
+
+    Per schema, like `queries`: an unknown schema name is refused here, after the job's checks.
+    The dict is shared: callers copy it, never change it.
+    """
+    return queries(schema).enqueue, _params((_DEFAULTS, "{}"), notify_channel(schema))
+
+
+_DEFAULTS = JobSpec(kind="")  # only its option fields are read (kind and payload are the call's)
 
 
 async def _enqueue_async(
@@ -441,24 +466,32 @@ def _copy_chunks(specs: list[Prepared], now: datetime) -> Iterable[tuple[int, st
     """COPY text-format data in chunks of rows, with the running row count.
 
     Rows are formatted here rather than by psycopg's per-row writer: the payload is already
-    JSON text (which never holds a raw tab or newline, so only backslashes need escaping),
-    and kinds and times repeat, so each is formatted once. run_at defaults to the
+    JSON text (which never holds a raw tab or newline, so only backslashes need escaping), and
+    the rest of a row (kind, time, attempts, priority) is formatted once per job description:
+    `_prepare_all` shares one spec among the plain jobs of a kind. run_at defaults to the
     transaction's now(), exactly as the column default would.
     """
-    kinds: dict[str, str] = {}
+    cuts: dict[int, tuple[str, str]] = {}  # id(spec): the row's text before and after the payload
     times: dict[tuple[datetime | None, timedelta | None], str] = {}
-    lines: list[str] = []
-    for done, (spec, text) in enumerate(specs, 1):
-        kind = kinds.get(spec.kind)
-        if kind is None:
-            kind = kinds[spec.kind] = _copy_text(spec.kind)
-        when = times.get((spec.run_at, spec.delay))
-        if when is None:
-            at = (spec.run_at or now) + (spec.delay or _ZERO)
-            when = times[(spec.run_at, spec.delay)] = at.isoformat()
-        if "\\" in text:
-            text = text.replace("\\", "\\\\")
-        lines.append(f"{kind}\t{text}\t{when}\t{spec.max_attempts}\t{spec.priority}\n")
-        if len(lines) == COPY_CHUNK_ROWS or done == len(specs):
-            yield done, "".join(lines)
-            lines = []
+    for start in range(0, len(specs), COPY_CHUNK_ROWS):
+        chunk = specs[start : start + COPY_CHUNK_ROWS]
+        lines = []
+        for spec, text in chunk:
+            cut = cuts.get(id(spec))  # the specs outlive this loop, so their ids stay theirs
+            if cut is None:
+                cut = cuts[id(spec)] = _row_around(spec, now, times)
+            if "\\" in text:
+                text = text.replace("\\", "\\\\")
+            lines.append(f"{cut[0]}{text}{cut[1]}")
+        yield start + len(chunk), "".join(lines)
+
+
+def _row_around(
+    spec: JobSpec, now: datetime, times: dict[tuple[datetime | None, timedelta | None], str]
+) -> tuple[str, str]:
+    """A COPY row's text before the payload (the kind) and after it (time, attempts, priority)."""
+    when = times.get((spec.run_at, spec.delay))
+    if when is None:
+        at = (spec.run_at or now) + (spec.delay or _ZERO)
+        when = times[(spec.run_at, spec.delay)] = at.isoformat()
+    return f"{_copy_text(spec.kind)}\t", f"\t{when}\t{spec.max_attempts}\t{spec.priority}\n"

@@ -63,6 +63,18 @@ class InvalidJob(ValueError):
     """A job that cannot be enqueued as given (bad kind, payload or attempts)."""
 
 
+def check_kind(kind: Any) -> None:
+    """Refuse a kind that is not a non-empty string of at most MAX_KIND_CHARS characters.
+
+    Apart from JobSpec so that `enqueue` of a job with no options can check it without building
+    a spec (the other fields are then the defaults, which need no check).
+    """
+    if not isinstance(kind, str) or not kind.strip():
+        raise InvalidJob("job kind must be a non-empty string")
+    if len(kind) > MAX_KIND_CHARS:
+        raise InvalidJob(f"job kind is longer than {MAX_KIND_CHARS} characters")
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """One job to enqueue."""
@@ -83,10 +95,7 @@ class JobSpec:
         return self
 
     def validated_without_payload(self) -> None:
-        if not isinstance(self.kind, str) or not self.kind.strip():
-            raise InvalidJob("job kind must be a non-empty string")
-        if len(self.kind) > MAX_KIND_CHARS:
-            raise InvalidJob(f"job kind is longer than {MAX_KIND_CHARS} characters")
+        check_kind(self.kind)
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
             raise InvalidJob(f"max_attempts must be an integer, not {self.max_attempts!r}")
         if self.max_attempts < 1:
