@@ -32,6 +32,8 @@ PARAMS: dict[str, dict[str, Any]] = {
     "worker_my_jobs": {"worker": "me"},
     "worker_prune": {"retention": 86400.0},
     "worker_forget_stale_workers": {"worker": "me"},
+    # the once-a-minute sample: the state counts' rows, not the waiting rows
+    "worker_queue_sample": {},
 }
 
 

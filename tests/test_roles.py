@@ -191,13 +191,15 @@ def test_worker_role_runs_the_worker(
                 "SELECT (SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL),"
                 " (SELECT count(*) FROM dead_letters),"
                 " (SELECT count(*) FROM workers),"
-                " (SELECT coalesce(sum(done), 0) FROM kind_stats)"
+                " (SELECT coalesce(sum(done), 0) FROM kind_stats),"
+                " (SELECT count(*) FROM queue_samples)"
             ).fetchone()
-            if done is not None and done[0] == 5 and done[1] == 1 and done[3] >= 5:
+            if done is not None and done[0] == 5 and done[1] == 1 and done[3] >= 5 and done[4]:
                 break
             time.sleep(0.1)
         assert done is not None and done[0] == 5 and done[1] == 1 and done[2] == 1, done
         assert done[3] >= 5
+        assert done[4] >= 1  # the queue sample reads the counts through their functions
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)

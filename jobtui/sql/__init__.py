@@ -13,6 +13,7 @@ from importlib import resources
 
 SCHEMA_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 _HEADER = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
+_STATEMENT = re.compile(r"__statement:([a-z0-9_]+)__")
 
 
 class InvalidSchemaName(ValueError):
@@ -58,7 +59,13 @@ class Queries:
     def __init__(self, schema: str) -> None:
         self.schema = schema
         quoted = quote_schema(schema)
-        self._sql = {name: body.replace("__schema__", quoted) for name, body in _raw().items()}
+        sql = {name: body.replace("__schema__", quoted) for name, body in _raw().items()}
+        # A `__statement:NAME__` is statement NAME itself, so a statement that needs another's
+        # rows (the worker's queue sample needs the console's state counts) reads them from
+        # the one text instead of a copy of it.
+        self._sql = {
+            name: _STATEMENT.sub(lambda m: sql[m.group(1)], body) for name, body in sql.items()
+        }
 
     def __getattr__(self, name: str) -> str:
         try:

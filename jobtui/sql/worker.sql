@@ -427,25 +427,28 @@ SET done = s.done + EXCLUDED.done,
       ORDER BY i)
 
 -- name: worker_queue_sample
--- One sample of the queue per minute, by whichever worker gets there first. Counts come from
--- unfinished rows only: waiting ones through jobs_pending_kind (its INCLUDE columns), running
--- ones (few) through jobs_running; the NOT EXISTS is checked once, so later workers in the
--- same minute do not count at all.
+-- One sample of the queue per minute, by whichever worker gets there first. The figures are
+-- the Overview's: its state counts (metrics_state_counts, from the exact count rows: a few rows
+-- a kind, whatever the backlog) summed over the kinds, so `ready` and `scheduled` leave out the
+-- exhausted rows as the Overview does; the oldest ready job is the first entry of jobs_pending
+-- that may still run; dead letters from their count rows. It used to count every
+-- unfinished row (about 135 ms at 200,000 waiting, each minute). The NOT EXISTS is checked
+-- first, so later workers in the same minute read nothing else.
 INSERT INTO __schema__.queue_samples
   (minute, ready, scheduled, running, retrying, dead, oldest_ready_age_s)
 SELECT date_trunc('minute', now()),
-       count(*) FILTER (WHERE u.waiting AND u.run_at <= now()),
-       count(*) FILTER (WHERE u.waiting AND u.run_at > now()),
-       count(*) FILTER (WHERE NOT u.waiting),
-       count(*) FILTER (WHERE u.waiting AND u.attempts > 0),
-       (SELECT count(*) FROM __schema__.dead_letters),
-       extract(epoch FROM now() - min(u.run_at) FILTER (
-         WHERE u.waiting AND u.run_at <= now()))::float8
-FROM (SELECT true AS waiting, j.run_at, j.attempts FROM __schema__.jobs j
-      WHERE j.finished_at IS NULL AND j.locked_at IS NULL
-      UNION ALL
-      SELECT false, j.run_at, j.attempts FROM __schema__.jobs j
-      WHERE j.finished_at IS NULL AND j.locked_at IS NOT NULL) u
+       coalesce(sum(s.ready), 0), coalesce(sum(s.scheduled), 0),
+       coalesce(sum(s.running), 0), coalesce(sum(s.retrying), 0),
+       (SELECT coalesce(sum(d.dead), 0) FROM __schema__.jobtui_dead_letter_counts() d),
+       (SELECT extract(epoch FROM now() - o.run_at)::float8
+        FROM __schema__.jobs o
+        WHERE o.finished_at IS NULL AND o.locked_at IS NULL
+          AND o.attempts < o.max_attempts AND o.run_at <= now()
+        ORDER BY o.run_at
+        LIMIT 1)
+FROM (
+__statement:metrics_state_counts__
+) s
 WHERE NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
                   WHERE q.minute = date_trunc('minute', now()))
 HAVING NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
