@@ -41,6 +41,47 @@ def parse_named(text: str) -> dict[str, str]:
     return named
 
 
+# A `%` that is not a named placeholder (`%(name)s`) nor an escaped `%%`: fine in a statement
+# run without parameters, but inside one run with them psycopg reads it as a placeholder.
+_PLACEHOLDER = re.compile(r"%%|%\(\w+\)s")
+
+
+def resolve_includes(sql: dict[str, str]) -> dict[str, str]:
+    """Replace each `__statement:NAME__` with statement NAME's text, itself resolved.
+
+    A statement that needs another's rows (the worker's queue sample needs the console's state
+    counts) reads them from the one text instead of a copy of it. Checked when the statements
+    are loaded, so a wrong name, a cycle or an included text that would break psycopg's
+    placeholders fails there with the statement's name, not in a worker at run time.
+    """
+    done: dict[str, str] = {}
+
+    def resolve(name: str, chain: tuple[str, ...]) -> str:
+        if name in done:
+            return done[name]
+        if name in chain:
+            raise ValueError(f"SQL statement {name!r} includes itself: {' -> '.join(chain)}")
+
+        def include(m: re.Match[str]) -> str:
+            target = m.group(1)
+            if target not in sql:
+                raise ValueError(f"SQL statement {name!r} includes unknown statement {target!r}")
+            text = resolve(target, (*chain, name))
+            if "%" in _PLACEHOLDER.sub("", text):
+                raise ValueError(
+                    f"SQL statement {name!r} includes {target!r}, which has a bare '%':"
+                    " write '%%' so it survives being run with parameters"
+                )
+            return text
+
+        done[name] = _STATEMENT.sub(include, sql[name])
+        return done[name]
+
+    for name in sql:
+        resolve(name, ())
+    return done
+
+
 @cache
 def _raw() -> dict[str, str]:
     named: dict[str, str] = {}
@@ -59,13 +100,9 @@ class Queries:
     def __init__(self, schema: str) -> None:
         self.schema = schema
         quoted = quote_schema(schema)
-        sql = {name: body.replace("__schema__", quoted) for name, body in _raw().items()}
-        # A `__statement:NAME__` is statement NAME itself, so a statement that needs another's
-        # rows (the worker's queue sample needs the console's state counts) reads them from
-        # the one text instead of a copy of it.
-        self._sql = {
-            name: _STATEMENT.sub(lambda m: sql[m.group(1)], body) for name, body in sql.items()
-        }
+        self._sql = resolve_includes(
+            {name: body.replace("__schema__", quoted) for name, body in _raw().items()}
+        )
 
     def __getattr__(self, name: str) -> str:
         try:
