@@ -129,11 +129,13 @@ def test_enqueue_many_plain_dicts_get_every_check(
     assert conn.execute("SELECT count(*) FROM jobs").fetchone()[0] == 0
 
 
-def test_enqueue_many_plain_dicts_keep_defaults_and_null_payloads(conn: psycopg.Connection) -> None:
+def test_enqueue_many_plain_dicts_keep_defaults_and_store_none_as_enqueue_does(
+    conn: psycopg.Connection,
+) -> None:
     enqueue_many(
         conn, [{"kind": "a"}, {"kind": "a", "payload": None}, {"kind": "b", "payload": "é"}]
     )
     rows = conn.execute(
         "SELECT kind, payload, max_attempts, priority FROM jobs ORDER BY id"
     ).fetchall()
-    assert rows == [("a", {}, 5, 0), ("a", None, 5, 0), ("b", "é", 5, 0)]
+    assert rows == [("a", {}, 5, 0), ("a", {}, 5, 0), ("b", "é", 5, 0)]

@@ -14,8 +14,25 @@ SELECT id, pg_notify(%(channel)s, %(kind)s) FROM ins
 -- name: enqueue_copy
 COPY __schema__.jobs (kind, payload, run_at, max_attempts, priority) FROM STDIN
 
+-- name: enqueue_copy_defaults
+-- A batch whose jobs all have the default options, into a table whose column defaults are
+-- those options (transaction_now says so): the server fills run_at, max_attempts and priority.
+COPY __schema__.jobs (kind, payload) FROM STDIN
+
 -- name: transaction_now
-SELECT now()
+-- The transaction's now() (run_at of a job given none), and whether `jobs`' own defaults are
+-- the options a job given none gets: run_at now() (that same instant), max_attempts and
+-- priority as the caller's defaults. jobtui's migrations write them; a table extended in place
+-- (the article's, as its owner made it) may have others or none, and then every column is sent.
+SELECT now(), (
+  SELECT count(*) = 3
+  FROM pg_attribute a JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+  WHERE a.attrelid = '__schema__.jobs'::regclass AND NOT a.attisdropped
+    AND (a.attname::text, pg_get_expr(d.adbin, d.adrelid)) IN (
+      ('run_at', 'now()'),
+      ('max_attempts', %(max_attempts)s::text),
+      ('priority', %(priority)s::text))
+) AS defaults_match
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(message)s)
