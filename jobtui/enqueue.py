@@ -406,8 +406,8 @@ class _Batch:
         """The COPY statement and its data, from transaction_now's row.
 
         Only kind and payload are sent when every copied job has the default options and the
-        table's column defaults are those options (about 14 ms less server time per 20,000
-        rows): the same row, run_at the same transaction's now().
+        table's column defaults are those options (a COPY of 20,000 such rows took about 9 ms
+        less on the server, 2026-12-07): the same row, run_at the same transaction's now().
         """
         now, table_defaults = now_row
         short = bool(table_defaults) and _defaults_only(self.copied)
