@@ -34,8 +34,10 @@ def _dead_rows(conn: psycopg.Connection, n: int) -> None:
     conn.execute("UPDATE jobs SET finished_at = now()")
 
 
-def _due(conn: psycopg.Connection, min_dead: int) -> bool:
-    row = conn.execute(DUE, {"tables": ["jobs"], "min_dead": min_dead}).fetchone()
+def _due(conn: psycopg.Connection, min_dead: int, pause_s: float = 0.0) -> bool:
+    row = conn.execute(
+        DUE, {"tables": ["jobs"], "min_dead": min_dead, "pause_s": pause_s}
+    ).fetchone()
     assert row is not None
     return bool(row[0])
 
@@ -72,6 +74,11 @@ def test_due_only_above_autovacuums_trigger_and_the_floor_and_when_autovacuum_is
     conn.execute("VACUUM jobs")
     _dead_gone(conn)
     assert not _due(conn, 100)
+    # dead again: due, unless the last VACUUM ended less than the pause ago
+    conn.execute("UPDATE jobs SET finished_at = now()")
+    _dead_counted(conn, 3000)
+    assert _due(conn, 100, pause_s=0.0)
+    assert not _due(conn, 100, pause_s=3600.0)
 
 
 def _dead_gone(conn: psycopg.Connection) -> None:

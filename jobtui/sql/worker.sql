@@ -466,13 +466,16 @@ ANALYZE __schema__.jobs
 -- for the table (the server switch or the table's own `autovacuum_enabled`), the table has
 -- more dead row versions than the count at which autovacuum would have vacuumed it
 -- (dbhealth_tables' rule: threshold + scale factor × tuples, the table's own settings first)
--- and more than the `min_dead` parameter, and this role may vacuum it (owner or superuser;
--- otherwise PostgreSQL only warns and skips). Why: every claimed and finished row leaves its
+-- and more than the `min_dead` parameter, the last manual VACUUM (any worker's) ended more
+-- than `pause_s` seconds ago, and this role may vacuum it (owner or superuser; otherwise
+-- PostgreSQL only warns and skips). Why: every claimed and finished row leaves its
 -- waiting version's entries in the claim indexes, and a claim walks them from the start of the
 -- index until a VACUUM removes them. Without one, a drain of 2,000,000 jobs walked ~1,000,000
 -- dead entries a claim half-way through (7 ms a claim of 100, against 2.7 ms at the start;
 -- the index scan 16.6 ms, then 0.5 ms after one VACUUM; 2026-12-07, PostgreSQL 15).
 SELECT coalesce(bool_and(NOT t.autovacuum AND t.dead > greatest(t.vacuum_trigger, %(min_dead)s)
+                         AND coalesce(t.last_vacuum
+                                      < now() - make_interval(secs => %(pause_s)s::float8), true)
                          AND pg_has_role(c.relowner, 'USAGE')), false)
 FROM (
 __statement:dbhealth_tables__

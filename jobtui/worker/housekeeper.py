@@ -54,6 +54,11 @@ FOLD_AT_LEAST_EVERY_S = 5.0
 # Below this many dead row versions a VACUUM of `jobs` gains nothing a claim would notice (a
 # walk over a few dozen index pages); it also keeps small test tables from being vacuumed.
 VACUUM_MIN_DEAD = 10_000
+# Between two VACUUMs of `jobs` (by any worker: the table's last_vacuum), at least this many
+# times the longest this worker has seen one take: the fleet vacuums at most about a fifth of
+# the time however large the table (jobs' own scale factor, 0.02, would otherwise have a large
+# table vacuumed back to back through a drain).
+VACUUM_PAUSE_FACTOR = 4.0
 
 
 class Housekeeper:
@@ -82,6 +87,7 @@ class Housekeeper:
         self._wake = asyncio.Event()
         self.vacuum_link = vacuum_link  # its own connection, opened only while vacuuming
         self._vacuum: asyncio.Task[None] | None = None
+        self._vacuum_longest = 0.0  # seconds, the longest VACUUM of jobs this worker ran
 
     def want_analyze(self) -> None:
         """A full claim was slow: the planner's statistics of `jobs` are probably stale."""
@@ -163,7 +169,8 @@ class Housekeeper:
         """Start a VACUUM of `jobs` when autovacuum is off and would have run by now."""
         if self.vacuum_link is None or (self._vacuum is not None and not self._vacuum.done()):
             return
-        due = self.db.jobs_vacuum_due(self.link, VACUUM_MIN_DEAD)
+        pause = VACUUM_PAUSE_FACTOR * self._vacuum_longest
+        due = self.db.jobs_vacuum_due(self.link, VACUUM_MIN_DEAD, pause)
         if await self._chore("vacuum_check", due, default=False):
             self._vacuum = asyncio.create_task(self._vacuum_jobs(), name="jobtui-vacuum")
 
@@ -179,6 +186,7 @@ class Housekeeper:
                     time.monotonic() - t0,
                 )
         finally:
+            self._vacuum_longest = max(self._vacuum_longest, time.monotonic() - t0)
             await link.close()  # no connection held between vacuums
 
     async def _fold_counts(self) -> None:
