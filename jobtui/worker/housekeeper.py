@@ -1,4 +1,4 @@
-"""Rescue, sweeps, pruning, ANALYZE and queue samples: the housekeeper's chores.
+"""Rescue, sweeps, pruning, ANALYZE, VACUUM and queue samples: the housekeeper's chores.
 
 Promise kept: no chore can hold up anything else, and none waits for a lock. The housekeeper
 has its own connection whose every statement runs under `lock_timeout` and `statement_timeout`
@@ -9,7 +9,10 @@ logged, and tried again on its next turn. The heartbeat lives elsewhere (livenes
 Every second, when the app declares schedules: enqueue their due ticks (by the database's
 clock). Every heartbeat interval: rescue jobs of lost workers (judged by their owners' own timeouts)
 and write the minute's queue sample; when a claim was slow: ANALYZE jobs (at most once a
-minute); every prune interval: bury exhausted rows, end unlocked rows whose cancel was
+minute); when autovacuum is off for `jobs` and the table holds more dead row versions than
+autovacuum would have let it: VACUUM it, on a connection of its own so that the other chores
+go on meanwhile (without it a drain's claims walk every claimed row's old index entries);
+every prune interval: bury exhausted rows, end unlocked rows whose cancel was
 requested, forget long-dead worker rows, prune finished jobs and old tick records.
 """
 
@@ -48,6 +51,14 @@ SUMMARY_EVERY_S = 10.0
 # claim and completion batch until the next fold (~3,700 rows at 5 s and ~1,600 jobs/s; with
 # `--heartbeat 30s` it was ~18,000 rows, each summed by every snapshot).
 FOLD_AT_LEAST_EVERY_S = 5.0
+# Below this many dead row versions a VACUUM of `jobs` gains nothing a claim would notice (a
+# walk over a few dozen index pages); it also keeps small test tables from being vacuumed.
+VACUUM_MIN_DEAD = 10_000
+# Between two VACUUMs of `jobs` (by any worker: the table's last_vacuum), at least this many
+# times the longest this worker has seen one take: the fleet vacuums at most about a fifth of
+# the time however large the table (jobs' own scale factor, 0.02, would otherwise have a large
+# table vacuumed back to back through a drain).
+VACUUM_PAUSE_FACTOR = 4.0
 
 
 class Housekeeper:
@@ -61,6 +72,7 @@ class Housekeeper:
         dispatcher: Dispatcher,
         stats: StatsBuffer,
         schedules: list[str] | None = None,
+        vacuum_link: Link | None = None,
     ) -> None:
         self.db = db
         self.schedules = schedules or []  # names of the schedules this worker enqueues
@@ -73,6 +85,9 @@ class Housekeeper:
         self._analyze_wanted = False
         self._last_analyze = -ANALYZE_AT_MOST_EVERY_S
         self._wake = asyncio.Event()
+        self.vacuum_link = vacuum_link  # its own connection, opened only while vacuuming
+        self._vacuum: asyncio.Task[None] | None = None
+        self._vacuum_longest = 0.0  # seconds, the longest VACUUM of jobs this worker ran
 
     def want_analyze(self) -> None:
         """A full claim was slow: the planner's statistics of `jobs` are probably stale."""
@@ -80,6 +95,14 @@ class Housekeeper:
         self._wake.set()
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if self._vacuum is not None:
+                self._vacuum.cancel()
+                await asyncio.gather(self._vacuum, return_exceptions=True)
+
+    async def _run(self) -> None:
         s = self.settings
         now = time.monotonic()
         next_rescue = now
@@ -104,6 +127,7 @@ class Housekeeper:
                     "queue_sample", self.db.queue_sample(self.link), default=False, ok=True
                 ):
                     last_sample_minute = minute
+                await self._maybe_vacuum()
             if now >= next_fold:
                 next_fold = now + min(s.heartbeat_interval, FOLD_AT_LEAST_EVERY_S)
                 await self._fold_counts()
@@ -141,6 +165,30 @@ class Housekeeper:
                 tick.job_id,
             )
 
+    async def _maybe_vacuum(self) -> None:
+        """Start a VACUUM of `jobs` when autovacuum is off and would have run by now."""
+        if self.vacuum_link is None or (self._vacuum is not None and not self._vacuum.done()):
+            return
+        pause = VACUUM_PAUSE_FACTOR * self._vacuum_longest
+        due = self.db.jobs_vacuum_due(self.link, VACUUM_MIN_DEAD, pause)
+        if await self._chore("vacuum_check", due, default=False):
+            self._vacuum = asyncio.create_task(self._vacuum_jobs(), name="jobtui-vacuum")
+
+    async def _vacuum_jobs(self) -> None:
+        link = self.vacuum_link
+        assert link is not None
+        t0 = time.monotonic()
+        try:
+            if await self._chore("vacuum_jobs", self.db.vacuum_jobs(link), ok=True, link=link):
+                log.info(
+                    "worker=%s event=vacuumed table=jobs seconds=%.1f reason=autovacuum_off",
+                    self.db.worker_id,
+                    time.monotonic() - t0,
+                )
+        finally:
+            self._vacuum_longest = max(self._vacuum_longest, time.monotonic() - t0)
+            await link.close()  # no connection held between vacuums
+
     async def _fold_counts(self) -> None:
         """Merge the count deltas, then VACUUM them away (autovacuum may be off)."""
         if await self._chore("fold_counts", self.link.fetch(self.db.q.worker_fold_counts), ok=True):
@@ -166,15 +214,21 @@ class Housekeeper:
             log.info("worker=%s event=pruned count=%d", db.worker_id, pruned)
 
     async def _chore(
-        self, name: str, work: Awaitable[Any], default: Any = None, ok: Any = None
+        self,
+        name: str,
+        work: Awaitable[Any],
+        default: Any = None,
+        ok: Any = None,
+        link: Link | None = None,
     ) -> Any:
-        """Run one chore; its result (or `ok` when it returns nothing), `default` if skipped."""
+        """Run one chore (on `link`, the housekeeping link by default); its result (or `ok`
+        when it returns nothing), `default` if skipped."""
         try:
             result = await work
         except psycopg.Error as exc:
             self.skipped += 1
             if _connection_lost(exc):
-                await asyncio.sleep(self.link.failed(exc))
+                await asyncio.sleep((link or self.link).failed(exc))
             else:
                 log.warning(
                     "worker=%s event=chore_skipped chore=%s error=%s",

@@ -241,3 +241,14 @@ class WorkerDB:
 
     async def analyze(self, link: Link) -> None:
         await link.fetch(self.q.worker_analyze)
+
+    async def jobs_vacuum_due(self, link: Link, min_dead: int, pause_s: float) -> bool:
+        """Whether `jobs` needs the VACUUM autovacuum is off to give (worker_jobs_vacuum_due)."""
+        rows = await link.fetch(
+            self.q.worker_jobs_vacuum_due,
+            {"tables": ["jobs"], "min_dead": min_dead, "pause_s": pause_s},
+        )
+        return bool(rows and rows[0][0])
+
+    async def vacuum_jobs(self, link: Link) -> None:
+        await link.fetch(self.q.worker_vacuum_jobs)

@@ -53,6 +53,8 @@ THREAD_STOP_WAIT_S = 2.0
 LISTEN_DSN_ENV = "JOBTUI_LISTEN_DSN"
 FINAL_FLUSH_TRIES = 5
 FINAL_WRITES_S = 15.0  # at most this long trying to write outcomes at shutdown
+# A VACUUM of `jobs` (housekeeper.py) may take minutes on a large table; bounded all the same.
+VACUUM_TIMEOUT_S = 600.0
 
 
 class Worker:
@@ -177,7 +179,16 @@ class Worker:
             lock_timeout=s.housekeeping_lock_timeout,
             frozen_after=frozen,
         )
-        self._links = [*claim_links, flush_link, live_link, house_link]
+        # VACUUM of `jobs` where autovacuum is off (housekeeper.py): a long statement, so on a
+        # connection of its own, opened only while it runs.
+        vacuum_link = Link(
+            self.dsn,
+            "vacuum",
+            statement_timeout=VACUUM_TIMEOUT_S,
+            lock_timeout=s.housekeeping_lock_timeout,
+            frozen_after=frozen,
+        )
+        self._links = [*claim_links, flush_link, live_link, house_link, vacuum_link]
         self._flusher = Flusher(self.id, self._db, flush_link, s.stats_flush_interval)
         self._housekeeper: Housekeeper | None = None
         d = self._dispatcher = Dispatcher(
@@ -202,7 +213,13 @@ class Worker:
         self._wakeups.on_change = lambda: d.set_poll_interval(self._wakeups.poll_s)
         live.listening = self._wakeups.hears_notifies
         self._housekeeper = Housekeeper(
-            self._db, house_link, s, d, self._flusher.stats, [x.name for x in self.schedules]
+            self._db,
+            house_link,
+            s,
+            d,
+            self._flusher.stats,
+            [x.name for x in self.schedules],
+            vacuum_link,
         )
         try:
             await acheck_schema(await live_link.connection(), self.schema)

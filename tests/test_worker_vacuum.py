@@ -1,0 +1,162 @@
+"""The housekeeper vacuums `jobs` where autovacuum will not (jobtui/worker/housekeeper.py).
+
+Without a VACUUM every claimed and finished row leaves its waiting entries in the claim
+indexes, and every claim walks them: a drain slows down as it goes. The tables here turn
+autovacuum off for `jobs` with the table's own setting, so the tests mean the same on a server
+whose autovacuum is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from apps.helpers import fetchval, running_worker, wait_until
+
+import jobtui.worker.housekeeper as housekeeper_module
+from jobtui.registry import Registry
+from jobtui.sql import queries
+
+DUE = queries("public").worker_jobs_vacuum_due
+DEAD = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+VACUUMS = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+
+
+def _dead_rows(conn: psycopg.Connection, n: int) -> None:
+    """`n` finished jobs, each updated once: n dead row versions (and their index entries)."""
+    conn.execute(
+        "INSERT INTO jobs (kind, payload) SELECT 'noop', '{}' FROM generate_series(1, %s)", (n,)
+    )
+    conn.execute("ANALYZE jobs")
+    conn.execute("UPDATE jobs SET finished_at = now()")
+
+
+def _due(conn: psycopg.Connection, min_dead: int, pause_s: float = 0.0) -> bool:
+    row = conn.execute(
+        DUE, {"tables": ["jobs"], "min_dead": min_dead, "pause_s": pause_s}
+    ).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def _dead_counted(conn: psycopg.Connection, at_least: int) -> None:
+    """Wait for the statistics to show the dead versions (a backend flushes them at most once a
+    second)."""
+    deadline = time.monotonic() + 15
+    while (conn.execute(DEAD).fetchone() or (0,))[0] < at_least:
+        assert time.monotonic() < deadline, "n_dead_tup never reached the rows updated"
+        time.sleep(0.1)
+
+
+def test_due_only_above_autovacuums_trigger_and_the_floor_and_when_autovacuum_is_off(
+    conn: psycopg.Connection,
+) -> None:
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    assert not _due(conn, 100)  # an empty table: nothing dead
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    assert _due(conn, 100)
+    assert not _due(conn, 10_000)  # below the floor
+    # autovacuum's own trigger, raised by the table's scale factor, above the dead versions
+    conn.execute("ALTER TABLE jobs SET (autovacuum_vacuum_threshold = 100000)")
+    assert not _due(conn, 100)
+    conn.execute("ALTER TABLE jobs RESET (autovacuum_vacuum_threshold)")
+    assert _due(conn, 100)
+    # autovacuum on for the table: it is autovacuum's job, wherever the server lets it run
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = true)")
+    server_on = conn.execute("SELECT current_setting('autovacuum')::bool").fetchone()
+    assert server_on is not None
+    assert _due(conn, 100) is (not server_on[0])
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    conn.execute("VACUUM jobs")
+    _dead_gone(conn)
+    assert not _due(conn, 100)
+    # dead again: due, unless the last VACUUM ended less than the pause ago
+    conn.execute("UPDATE jobs SET finished_at = now()")
+    _dead_counted(conn, 3000)
+    assert _due(conn, 100, pause_s=0.0)
+    assert not _due(conn, 100, pause_s=3600.0)
+
+
+def _dead_gone(conn: psycopg.Connection) -> None:
+    deadline = time.monotonic() + 15
+    while (conn.execute(DEAD).fetchone() or (0,))[0] > 0:
+        assert time.monotonic() < deadline, "n_dead_tup stayed above 0 after VACUUM"
+        time.sleep(0.1)
+
+
+def test_not_due_for_a_role_that_may_not_vacuum_the_table(conn: psycopg.Connection) -> None:
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    role = "jobtui_vacuum_test_reader"
+    conn.execute(
+        f"DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+    )
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL ROLE {role}")
+            assert not _due(conn, 100)  # PostgreSQL would only warn and skip
+        assert _due(conn, 100)
+    finally:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_connection(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    before = await fetchval(aconn, VACUUMS)
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(payload: Any) -> None:
+        return None
+
+    caplog.set_level("INFO", logger="jobtui.worker")
+    async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+        await wait_until(
+            lambda: fetchval(aconn, VACUUMS + " AND vacuum_count > %s", (before,)),
+            what="the worker's VACUUM of jobs",
+        )
+
+        async def connection_closed() -> bool:
+            n = await fetchval(
+                aconn,
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE application_name = 'jobtui worker (vacuum)'",
+            )
+            return n == 0
+
+        await wait_until(connection_closed, what="the vacuum connection closed")
+    assert "event=vacuumed table=jobs" in caplog.text
+
+
+async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server_on = conn.execute("SELECT current_setting('autovacuum')::bool").fetchone()
+    if not (server_on and server_on[0]):
+        pytest.skip("the server's autovacuum is off: the worker is right to vacuum")
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = true)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    before = await fetchval(aconn, VACUUMS)
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(payload: Any) -> None:
+        return None
+
+    async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+        await asyncio.sleep(2.0)  # ten housekeeping turns
+    assert await fetchval(aconn, VACUUMS) == before
