@@ -9,6 +9,8 @@ whose autovacuum is on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from typing import Any
 
@@ -81,6 +83,16 @@ def test_due_only_above_autovacuums_trigger_and_the_floor_and_when_autovacuum_is
     assert not _due(conn, 100, pause_s=3600.0)
 
 
+def _noop_registry() -> Registry:
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(payload: Any) -> None:
+        return None
+
+    return reg
+
+
 def _dead_gone(conn: psycopg.Connection) -> None:
     deadline = time.monotonic() + 15
     while (conn.execute(DEAD).fetchone() or (0,))[0] > 0:
@@ -114,12 +126,7 @@ async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_con
     _dead_rows(conn, 3000)
     _dead_counted(conn, 3000)
     before = await fetchval(aconn, VACUUMS)
-    reg = Registry()
-
-    @reg.handler("noop")
-    async def noop(payload: Any) -> None:
-        return None
-
+    reg = _noop_registry()
     caplog.set_level("INFO", logger="jobtui.worker")
     async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
         await wait_until(
@@ -151,12 +158,60 @@ async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
     _dead_rows(conn, 3000)
     _dead_counted(conn, 3000)
     before = await fetchval(aconn, VACUUMS)
-    reg = Registry()
-
-    @reg.handler("noop")
-    async def noop(payload: Any) -> None:
-        return None
-
+    reg = _noop_registry()
     async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
         await asyncio.sleep(2.0)  # ten housekeeping turns
     assert await fetchval(aconn, VACUUMS) == before
+
+
+async def test_a_vacuum_skipped_for_a_lock_is_not_logged_as_done_nor_retried_every_turn(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """VACUUM (SKIP_LOCKED) only warns when something holds the table (another VACUUM, an
+    ANALYZE, CREATE INDEX CONCURRENTLY): no row of 'vacuumed', and no new connection and
+    VACUUM every housekeeping turn while it lasts."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    caplog.set_level("INFO", logger="jobtui.worker")
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK jobs IN SHARE UPDATE EXCLUSIVE MODE")  # as a VACUUM holds it
+        reg = _noop_registry()
+        async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+            await asyncio.sleep(2.0)  # ten housekeeping turns
+        holder.rollback()
+    assert "event=vacuumed" not in caplog.text
+    assert caplog.text.count("event=vacuum_skipped") == 1
+
+
+def test_not_due_while_a_vacuum_of_jobs_runs(dsn: str, conn: psycopg.Connection) -> None:
+    """Another worker's VACUUM (or autovacuum's anti-wraparound one) is under way: a second
+    would only be skipped for the lock."""
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    assert _due(conn, 100)
+    with psycopg.connect(dsn, autocommit=True) as slow:
+        slow.execute("SET vacuum_cost_delay = '100ms'")
+        slow.execute("SET vacuum_cost_limit = 1")  # a VACUUM that sleeps at every page
+        pid = slow.info.backend_pid
+
+        def vacuum() -> None:
+            with contextlib.suppress(psycopg.errors.QueryCanceled):
+                slow.execute("VACUUM jobs")
+
+        thread = threading.Thread(target=vacuum)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not conn.execute(
+                "SELECT 1 FROM pg_stat_progress_vacuum WHERE pid = %s", (pid,)
+            ).fetchone():
+                assert time.monotonic() < deadline, "the slow VACUUM never started"
+                time.sleep(0.05)
+            assert not _due(conn, 100)
+        finally:
+            conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            thread.join()

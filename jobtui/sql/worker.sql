@@ -467,8 +467,9 @@ ANALYZE __schema__.jobs
 -- more dead row versions than the count at which autovacuum would have vacuumed it
 -- (dbhealth_tables' rule: threshold + scale factor × tuples, the table's own settings first)
 -- and more than the `min_dead` parameter, the last manual VACUUM (any worker's) ended more
--- than `pause_s` seconds ago, and this role may vacuum it (owner or superuser; otherwise
--- PostgreSQL only warns and skips). Why: every claimed and finished row leaves its
+-- than `pause_s` seconds ago, no VACUUM of it is under way (another worker's, or autovacuum's
+-- anti-wraparound one: a second would only be skipped for the lock), and this role may vacuum
+-- it (owner or superuser; otherwise PostgreSQL only warns and skips). Why: every claimed and finished row leaves its
 -- waiting version's entries in the claim indexes, and a claim walks them from the start of the
 -- index until a VACUUM removes them. Without one, a drain of 2,000,000 jobs walked ~1,000,000
 -- dead entries a claim half-way through (7 ms a claim of 100, against 2.7 ms at the start;
@@ -476,7 +477,9 @@ ANALYZE __schema__.jobs
 SELECT coalesce(bool_and(NOT t.autovacuum AND t.dead > greatest(t.vacuum_trigger, %(min_dead)s)
                          AND coalesce(t.last_vacuum
                                       < now() - make_interval(secs => %(pause_s)s::float8), true)
-                         AND pg_has_role(c.relowner, 'USAGE')), false)
+                         AND pg_has_role(c.relowner, 'USAGE')
+                         AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum p
+                                         WHERE p.relid = c.oid)), false)
 FROM (
 __statement:dbhealth_tables__
 ) t
@@ -484,7 +487,8 @@ JOIN pg_class c ON c.oid = '__schema__.jobs'::regclass
 
 -- name: worker_vacuum_jobs
 -- The VACUUM worker_jobs_vacuum_due asks for. SKIP_LOCKED: another worker's VACUUM, an
--- autovacuum or DDL holding the table is enough, and nothing waits for a lock.
+-- autovacuum or DDL holding the table is enough, and nothing waits for a lock (PostgreSQL
+-- then only sends a WARNING, SQLSTATE 55P03, which WorkerDB.vacuum_jobs listens for).
 VACUUM (SKIP_LOCKED) __schema__.jobs
 
 -- name: worker_session_timeouts

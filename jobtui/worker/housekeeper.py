@@ -59,6 +59,10 @@ VACUUM_MIN_DEAD = 10_000
 # the time however large the table (jobs' own scale factor, 0.02, would otherwise have a large
 # table vacuumed back to back through a drain).
 VACUUM_PAUSE_FACTOR = 4.0
+# After a VACUUM of `jobs` that did not run (skipped because something held the table, or
+# failed), at least this long before the next try: not a new connection and a log line every
+# housekeeping turn while a CREATE INDEX CONCURRENTLY or a long ANALYZE holds it.
+VACUUM_RETRY_AFTER_S = 30.0
 
 
 class Housekeeper:
@@ -88,6 +92,7 @@ class Housekeeper:
         self.vacuum_link = vacuum_link  # its own connection, opened only while vacuuming
         self._vacuum: asyncio.Task[None] | None = None
         self._vacuum_longest = 0.0  # seconds, the longest VACUUM of jobs this worker ran
+        self._vacuum_not_before = 0.0  # monotonic time; set when a VACUUM did not run
 
     def want_analyze(self) -> None:
         """A full claim was slow: the planner's statistics of `jobs` are probably stale."""
@@ -169,6 +174,8 @@ class Housekeeper:
         """Start a VACUUM of `jobs` when autovacuum is off and would have run by now."""
         if self.vacuum_link is None or (self._vacuum is not None and not self._vacuum.done()):
             return
+        if time.monotonic() < self._vacuum_not_before:
+            return
         pause = VACUUM_PAUSE_FACTOR * self._vacuum_longest
         due = self.db.jobs_vacuum_due(self.link, VACUUM_MIN_DEAD, pause)
         if await self._chore("vacuum_check", due, default=False):
@@ -178,15 +185,25 @@ class Housekeeper:
         link = self.vacuum_link
         assert link is not None
         t0 = time.monotonic()
+        ran = None
         try:
-            if await self._chore("vacuum_jobs", self.db.vacuum_jobs(link), ok=True, link=link):
+            ran = await self._chore("vacuum_jobs", self.db.vacuum_jobs(link), link=link)
+            if ran:
                 log.info(
                     "worker=%s event=vacuumed table=jobs seconds=%.1f reason=autovacuum_off",
                     self.db.worker_id,
                     time.monotonic() - t0,
                 )
+            elif ran is False:
+                log.info(
+                    "worker=%s event=vacuum_skipped table=jobs reason=table_locked retry_s=%g",
+                    self.db.worker_id,
+                    VACUUM_RETRY_AFTER_S,
+                )
         finally:
             self._vacuum_longest = max(self._vacuum_longest, time.monotonic() - t0)
+            if not ran:
+                self._vacuum_not_before = time.monotonic() + VACUUM_RETRY_AFTER_S
             await link.close()  # no connection held between vacuums
 
     async def _fold_counts(self) -> None:
