@@ -215,3 +215,37 @@ def test_not_due_while_a_vacuum_of_jobs_runs(dsn: str, conn: psycopg.Connection)
         finally:
             conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
             thread.join()
+
+
+async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An ALTER TABLE (a migration, an operator's) waiting behind the worker's VACUUM holds up
+    every later claim and INSERT in the lock queue; PostgreSQL cancels autovacuum for it, and
+    the worker cancels its own VACUUM the same way."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 20_000)
+    _dead_counted(conn, 20_000)
+    db = conn.execute("SELECT current_database()").fetchone()
+    assert db is not None
+    for setting in ("vacuum_cost_delay = '100ms'", "vacuum_cost_limit = 1"):  # a slow VACUUM
+        conn.execute(f'ALTER DATABASE "{db[0]}" SET {setting}')
+    caplog.set_level("INFO", logger="jobtui.worker")
+    async with running_worker(
+        dsn, _noop_registry(), heartbeat_interval=0.2, heartbeat_timeout=5.0
+    ):
+        await wait_until(
+            lambda: fetchval(
+                aconn,
+                "SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'jobs'::regclass",
+            ),
+            what="the worker's VACUUM of jobs",
+        )
+        t0 = time.monotonic()
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ddl:
+            await ddl.execute("SET lock_timeout = '8s'")
+            await ddl.execute("ALTER TABLE jobs ADD COLUMN yielded int")
+        assert time.monotonic() - t0 < 5.0
+    assert "event=vacuum_yielded" in caplog.text

@@ -491,6 +491,22 @@ JOIN pg_class c ON c.oid = '__schema__.jobs'::regclass
 -- then only sends a WARNING, SQLSTATE 55P03, which WorkerDB.vacuum_jobs listens for).
 VACUUM (SKIP_LOCKED) __schema__.jobs
 
+-- name: worker_vacuum_blocks
+-- Whether a VACUUM of `jobs` holds up a session that wants a lock on it strong enough to stop
+-- claims and INSERTs (SHARE and above: an ALTER TABLE, a CREATE INDEX, a migration), which
+-- every later claim and INSERT then queues behind. PostgreSQL cancels autovacuum for such a
+-- waiter; the housekeeper cancels its own VACUUM when this is true. Waiters for SHARE UPDATE
+-- EXCLUSIVE (an ANALYZE, another VACUUM, CREATE INDEX CONCURRENTLY) stop nobody and are left
+-- to wait: yielding to every ANALYZE would keep a large table's VACUUM from ever ending.
+SELECT EXISTS (
+  SELECT 1
+  FROM pg_stat_progress_vacuum v
+  JOIN pg_locks l ON l.relation = v.relid AND NOT l.granted
+                 AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock',
+                                'AccessExclusiveLock')
+  WHERE v.relid = '__schema__.jobs'::regclass AND v.pid = ANY (pg_blocking_pids(l.pid))
+)
+
 -- name: worker_session_timeouts
 -- Set once per worker connection: no statement may hang for ever (a claim on a half-open
 -- connection, a housekeeping statement behind a lock). Values are PostgreSQL durations.

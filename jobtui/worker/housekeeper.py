@@ -63,6 +63,10 @@ VACUUM_PAUSE_FACTOR = 4.0
 # failed), at least this long before the next try: not a new connection and a log line every
 # housekeeping turn while a CREATE INDEX CONCURRENTLY or a long ANALYZE holds it.
 VACUUM_RETRY_AFTER_S = 30.0
+# While its VACUUM of `jobs` runs, the housekeeper looks this often whether it holds up a lock
+# that stops the queue (an ALTER TABLE waiting behind it), and cancels it if so, as PostgreSQL
+# cancels autovacuum after deadlock_timeout (1 s by default).
+VACUUM_YIELD_CHECK_S = 1.0
 
 
 class Housekeeper:
@@ -187,7 +191,7 @@ class Housekeeper:
         t0 = time.monotonic()
         ran = None
         try:
-            ran = await self._chore("vacuum_jobs", self.db.vacuum_jobs(link), link=link)
+            ran = await self._vacuum_yielding(link)
             if ran:
                 log.info(
                     "worker=%s event=vacuumed table=jobs seconds=%.1f reason=autovacuum_off",
@@ -205,6 +209,31 @@ class Housekeeper:
             if not ran:
                 self._vacuum_not_before = time.monotonic() + VACUUM_RETRY_AFTER_S
             await link.close()  # no connection held between vacuums
+
+    async def _vacuum_yielding(self, link: Link) -> bool | None:
+        """The VACUUM on `link`: True when it ran, False when skipped for a lock, None when it
+        failed or was cancelled because it held up a lock that stops the queue (checked on the
+        housekeeping link every VACUUM_YIELD_CHECK_S)."""
+        vacuum = asyncio.create_task(
+            self._chore("vacuum_jobs", self.db.vacuum_jobs(link), link=link),
+            name="jobtui-vacuum-statement",
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({vacuum}, timeout=VACUUM_YIELD_CHECK_S)
+                if done:
+                    return vacuum.result()
+                if await self._chore("vacuum_watch", self.db.vacuum_blocks(self.link)):
+                    log.info(
+                        "worker=%s event=vacuum_yielded table=jobs reason=lock_wanted retry_s=%g",
+                        self.db.worker_id,
+                        VACUUM_RETRY_AFTER_S,
+                    )
+                    return None
+        finally:
+            if not vacuum.done():
+                vacuum.cancel()  # psycopg cancels the statement on the server
+                await asyncio.gather(vacuum, return_exceptions=True)
 
     async def _fold_counts(self) -> None:
         """Merge the count deltas, then VACUUM them away (autovacuum may be off)."""

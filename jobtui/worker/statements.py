@@ -269,3 +269,9 @@ class WorkerDB:
         finally:
             conn.remove_notice_handler(note)
         return not skipped
+
+    async def vacuum_blocks(self, link: Link) -> bool:
+        """Whether a VACUUM of `jobs` holds up a lock that stops the queue
+        (worker_vacuum_blocks)."""
+        rows = await link.fetch(self.q.worker_vacuum_blocks)
+        return bool(rows and rows[0][0])
