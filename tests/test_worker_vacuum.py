@@ -25,6 +25,8 @@ from jobtui.sql import queries
 DUE = queries("public").worker_jobs_vacuum_due
 DEAD = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
 VACUUMS = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+ANALYZES = "SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+VACUUMING = "SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'jobs'::regclass"
 
 
 def _dead_rows(conn: psycopg.Connection, n: int) -> None:
@@ -81,6 +83,18 @@ def test_due_only_above_autovacuums_trigger_and_the_floor_and_when_autovacuum_is
     _dead_counted(conn, 3000)
     assert _due(conn, 100, pause_s=0.0)
     assert not _due(conn, 100, pause_s=3600.0)
+
+
+def _slow_vacuums(conn: psycopg.Connection) -> None:
+    """20,000 dead row versions in `jobs`, autovacuum off for it, and every later session of
+    this database's VACUUM sleeping at each page: one that runs until cancelled."""
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 20_000)
+    _dead_counted(conn, 20_000)
+    db = conn.execute("SELECT current_database()").fetchone()
+    assert db is not None
+    for setting in ("vacuum_cost_delay = '100ms'", "vacuum_cost_limit = 1"):
+        conn.execute(f'ALTER DATABASE "{db[0]}" SET {setting}')
 
 
 def _noop_registry() -> Registry:
@@ -225,27 +239,41 @@ async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
     every later claim and INSERT in the lock queue; PostgreSQL cancels autovacuum for it, and
     the worker cancels its own VACUUM the same way."""
     monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    _dead_rows(conn, 20_000)
-    _dead_counted(conn, 20_000)
-    db = conn.execute("SELECT current_database()").fetchone()
-    assert db is not None
-    for setting in ("vacuum_cost_delay = '100ms'", "vacuum_cost_limit = 1"):  # a slow VACUUM
-        conn.execute(f'ALTER DATABASE "{db[0]}" SET {setting}')
+    _slow_vacuums(conn)
     caplog.set_level("INFO", logger="jobtui.worker")
     async with running_worker(
         dsn, _noop_registry(), heartbeat_interval=0.2, heartbeat_timeout=5.0
     ):
-        await wait_until(
-            lambda: fetchval(
-                aconn,
-                "SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'jobs'::regclass",
-            ),
-            what="the worker's VACUUM of jobs",
-        )
+        await wait_until(lambda: fetchval(aconn, VACUUMING), what="the worker's VACUUM of jobs")
         t0 = time.monotonic()
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ddl:
             await ddl.execute("SET lock_timeout = '8s'")
             await ddl.execute("ALTER TABLE jobs ADD COLUMN yielded int")
         assert time.monotonic() - t0 < 5.0
     assert "event=vacuum_yielded" in caplog.text
+
+
+async def test_an_analyze_wanted_during_the_workers_vacuum_waits_for_it_to_end(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ANALYZE wants the lock the VACUUM holds: asked for meanwhile (a slow claim), it would
+    only wait out the housekeeping lock timeout and be logged as skipped."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    _slow_vacuums(conn)
+    caplog.set_level("INFO", logger="jobtui.worker")
+    async with running_worker(
+        dsn, _noop_registry(), heartbeat_interval=0.2, heartbeat_timeout=5.0
+    ) as worker:
+        await wait_until(lambda: fetchval(aconn, VACUUMING), what="the worker's VACUUM of jobs")
+        assert worker._housekeeper is not None
+        worker._housekeeper.want_analyze()
+        await asyncio.sleep(2.0)
+        await aconn.execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_progress_vacuum"
+            " WHERE relid = 'jobs'::regclass"
+        )
+        await wait_until(
+            lambda: fetchval(aconn, ANALYZES + " AND analyze_count > 0"), what="the ANALYZE"
+        )
+    assert "chore=analyze" not in caplog.text

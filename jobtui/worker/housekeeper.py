@@ -122,7 +122,12 @@ class Housekeeper:
         last_sample_minute = -1
         while True:
             now = time.monotonic()
-            if self._analyze_wanted and now - self._last_analyze >= ANALYZE_AT_MOST_EVERY_S:
+            # Not while this worker's VACUUM of `jobs` runs: ANALYZE wants the lock it holds.
+            if (
+                self._analyze_wanted
+                and now - self._last_analyze >= ANALYZE_AT_MOST_EVERY_S
+                and not self._vacuuming()
+            ):
                 self._analyze_wanted = False
                 self._last_analyze = now
                 if await self._chore("analyze", self.db.analyze(self.link)):
@@ -174,9 +179,12 @@ class Housekeeper:
                 tick.job_id,
             )
 
+    def _vacuuming(self) -> bool:
+        return self._vacuum is not None and not self._vacuum.done()
+
     async def _maybe_vacuum(self) -> None:
         """Start a VACUUM of `jobs` when autovacuum is off and would have run by now."""
-        if self.vacuum_link is None or (self._vacuum is not None and not self._vacuum.done()):
+        if self.vacuum_link is None or self._vacuuming():
             return
         if time.monotonic() < self._vacuum_not_before:
             return
