@@ -80,7 +80,7 @@ class Housekeeper:
         dispatcher: Dispatcher,
         stats: StatsBuffer,
         schedules: list[str] | None = None,
-        vacuum_link: Link | None = None,
+        vacuum_links: tuple[Link, Link] | None = None,
     ) -> None:
         self.db = db
         self.schedules = schedules or []  # names of the schedules this worker enqueues
@@ -93,7 +93,8 @@ class Housekeeper:
         self._analyze_wanted = False
         self._last_analyze = -ANALYZE_AT_MOST_EVERY_S
         self._wake = asyncio.Event()
-        self.vacuum_link = vacuum_link  # its own connection, opened only while vacuuming
+        # The VACUUM's own connection and its watch's, both opened only while it runs.
+        self.vacuum_links = vacuum_links
         self._vacuum: asyncio.Task[None] | None = None
         self._vacuum_longest = 0.0  # seconds, the longest VACUUM of jobs this worker ran
         self._vacuum_not_before = 0.0  # monotonic time; set when a VACUUM did not run
@@ -184,7 +185,7 @@ class Housekeeper:
 
     async def _maybe_vacuum(self) -> None:
         """Start a VACUUM of `jobs` when autovacuum is off and would have run by now."""
-        if self.vacuum_link is None or self._vacuuming():
+        if self.vacuum_links is None or self._vacuuming():
             return
         if time.monotonic() < self._vacuum_not_before:
             return
@@ -194,12 +195,12 @@ class Housekeeper:
             self._vacuum = asyncio.create_task(self._vacuum_jobs(), name="jobtui-vacuum")
 
     async def _vacuum_jobs(self) -> None:
-        link = self.vacuum_link
-        assert link is not None
+        assert self.vacuum_links is not None
+        link, watch = self.vacuum_links
         t0 = time.monotonic()
         ran = None
         try:
-            ran = await self._vacuum_yielding(link)
+            ran = await self._vacuum_yielding(link, watch)
             if ran:
                 log.info(
                     "worker=%s event=vacuumed table=jobs seconds=%.1f reason=autovacuum_off",
@@ -217,11 +218,12 @@ class Housekeeper:
             if not ran:
                 self._vacuum_not_before = time.monotonic() + VACUUM_RETRY_AFTER_S
             await link.close()  # no connection held between vacuums
+            await watch.close()
 
-    async def _vacuum_yielding(self, link: Link) -> bool | None:
+    async def _vacuum_yielding(self, link: Link, watch: Link) -> bool | None:
         """The VACUUM on `link`: True when it ran, False when skipped for a lock, None when it
-        failed or was cancelled because it held up a lock that stops the queue (checked on the
-        housekeeping link every VACUUM_YIELD_CHECK_S)."""
+        failed or was cancelled because it held up a lock that stops the queue (checked on
+        `watch` every VACUUM_YIELD_CHECK_S)."""
         vacuum = asyncio.create_task(
             self._chore("vacuum_jobs", self.db.vacuum_jobs(link), link=link),
             name="jobtui-vacuum-statement",
@@ -231,7 +233,7 @@ class Housekeeper:
                 done, _ = await asyncio.wait({vacuum}, timeout=VACUUM_YIELD_CHECK_S)
                 if done:
                     return vacuum.result()
-                if await self._chore("vacuum_watch", self.db.vacuum_blocks(self.link)):
+                if await self._chore("vacuum_watch", self.db.vacuum_blocks(watch), link=watch):
                     log.info(
                         "worker=%s event=vacuum_yielded table=jobs reason=lock_wanted retry_s=%g",
                         self.db.worker_id,

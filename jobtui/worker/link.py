@@ -16,7 +16,6 @@ each has one job, so statements on one never wait behind another's.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from typing import Any
@@ -106,16 +105,8 @@ class Link:
         self.lock_timeout = lock_timeout
         self.frozen_after = frozen_after  # the worker's heartbeat timeout
         self._conn: psycopg.AsyncConnection | None = None
-        # Two tasks may use one link (the housekeeper's chores and its VACUUM watch): one opens.
-        self._opening = asyncio.Lock()
 
     async def connection(self) -> psycopg.AsyncConnection:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
-        async with self._opening:
-            return await self._open()
-
-    async def _open(self) -> psycopg.AsyncConnection:
         if self._conn is None or self._conn.closed:
             conn = await open_connection(self.dsn, f"jobtui worker ({self.name})")
             try:
