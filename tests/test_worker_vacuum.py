@@ -9,6 +9,8 @@ whose autovacuum is on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from typing import Any
 
@@ -23,6 +25,8 @@ from jobtui.sql import queries
 DUE = queries("public").worker_jobs_vacuum_due
 DEAD = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
 VACUUMS = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+ANALYZES = "SELECT analyze_count FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
+VACUUMING = "SELECT 1 FROM pg_stat_progress_vacuum WHERE relid = 'jobs'::regclass"
 
 
 def _dead_rows(conn: psycopg.Connection, n: int) -> None:
@@ -81,6 +85,28 @@ def test_due_only_above_autovacuums_trigger_and_the_floor_and_when_autovacuum_is
     assert not _due(conn, 100, pause_s=3600.0)
 
 
+def _slow_vacuums(conn: psycopg.Connection) -> None:
+    """20,000 dead row versions in `jobs`, autovacuum off for it, and every later session of
+    this database's VACUUM sleeping at each page: one that runs until cancelled."""
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 20_000)
+    _dead_counted(conn, 20_000)
+    db = conn.execute("SELECT current_database()").fetchone()
+    assert db is not None
+    for setting in ("vacuum_cost_delay = '100ms'", "vacuum_cost_limit = 1"):
+        conn.execute(f'ALTER DATABASE "{db[0]}" SET {setting}')
+
+
+def _noop_registry() -> Registry:
+    reg = Registry()
+
+    @reg.handler("noop")
+    async def noop(payload: Any) -> None:
+        return None
+
+    return reg
+
+
 def _dead_gone(conn: psycopg.Connection) -> None:
     deadline = time.monotonic() + 15
     while (conn.execute(DEAD).fetchone() or (0,))[0] > 0:
@@ -114,12 +140,7 @@ async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_con
     _dead_rows(conn, 3000)
     _dead_counted(conn, 3000)
     before = await fetchval(aconn, VACUUMS)
-    reg = Registry()
-
-    @reg.handler("noop")
-    async def noop(payload: Any) -> None:
-        return None
-
+    reg = _noop_registry()
     caplog.set_level("INFO", logger="jobtui.worker")
     async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
         await wait_until(
@@ -131,7 +152,7 @@ async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_con
             n = await fetchval(
                 aconn,
                 "SELECT count(*) FROM pg_stat_activity "
-                "WHERE application_name = 'jobtui worker (vacuum)'",
+                "WHERE application_name LIKE 'jobtui worker (vacuum%%'",
             )
             return n == 0
 
@@ -151,12 +172,114 @@ async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
     _dead_rows(conn, 3000)
     _dead_counted(conn, 3000)
     before = await fetchval(aconn, VACUUMS)
-    reg = Registry()
-
-    @reg.handler("noop")
-    async def noop(payload: Any) -> None:
-        return None
-
+    reg = _noop_registry()
     async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
         await asyncio.sleep(2.0)  # ten housekeeping turns
     assert await fetchval(aconn, VACUUMS) == before
+
+
+async def test_a_vacuum_skipped_for_a_lock_is_not_logged_as_done_nor_retried_every_turn(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """VACUUM (SKIP_LOCKED) only warns when something holds the table (another VACUUM, an
+    ANALYZE, CREATE INDEX CONCURRENTLY): no row of 'vacuumed', and no new connection and
+    VACUUM every housekeeping turn while it lasts."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    caplog.set_level("INFO", logger="jobtui.worker")
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK jobs IN SHARE UPDATE EXCLUSIVE MODE")  # as a VACUUM holds it
+        reg = _noop_registry()
+        async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+            await asyncio.sleep(2.0)  # ten housekeeping turns
+        holder.rollback()
+    assert "event=vacuumed" not in caplog.text
+    assert caplog.text.count("event=vacuum_skipped") == 1
+
+
+def test_not_due_while_a_vacuum_of_jobs_runs(dsn: str, conn: psycopg.Connection) -> None:
+    """Another worker's VACUUM (or autovacuum's anti-wraparound one) is under way: a second
+    would only be skipped for the lock."""
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    _dead_rows(conn, 3000)
+    _dead_counted(conn, 3000)
+    assert _due(conn, 100)
+    with psycopg.connect(dsn, autocommit=True) as slow:
+        slow.execute("SET vacuum_cost_delay = '100ms'")
+        slow.execute("SET vacuum_cost_limit = 1")  # a VACUUM that sleeps at every page
+        pid = slow.info.backend_pid
+
+        def vacuum() -> None:
+            with contextlib.suppress(psycopg.errors.QueryCanceled):
+                slow.execute("VACUUM jobs")
+
+        thread = threading.Thread(target=vacuum)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not conn.execute(
+                "SELECT 1 FROM pg_stat_progress_vacuum WHERE pid = %s", (pid,)
+            ).fetchone():
+                assert time.monotonic() < deadline, "the slow VACUUM never started"
+                time.sleep(0.05)
+            assert not _due(conn, 100)
+        finally:
+            conn.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            thread.join()
+
+
+async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An ALTER TABLE (a migration, an operator's) waiting behind the worker's VACUUM holds up
+    every later claim and INSERT in the lock queue; PostgreSQL cancels autovacuum for it, and
+    the worker cancels its own VACUUM the same way. The housekeeping link's own statements on
+    `jobs` queue behind the ALTER too (for as long as housekeeping_lock_timeout; behind
+    PgBouncer, where it is not set, until the ALTER gives up), so the watch is not made there."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    _slow_vacuums(conn)
+    caplog.set_level("INFO", logger="jobtui.worker")
+    async with running_worker(
+        dsn,
+        _noop_registry(),
+        heartbeat_interval=0.2,
+        heartbeat_timeout=5.0,
+        housekeeping_lock_timeout=30.0,
+    ):
+        await wait_until(lambda: fetchval(aconn, VACUUMING), what="the worker's VACUUM of jobs")
+        t0 = time.monotonic()
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ddl:
+            await ddl.execute("SET lock_timeout = '8s'")
+            await ddl.execute("ALTER TABLE jobs ADD COLUMN yielded int")
+        assert time.monotonic() - t0 < 5.0
+    assert "event=vacuum_yielded" in caplog.text
+
+
+async def test_an_analyze_wanted_during_the_workers_vacuum_waits_for_it_to_end(
+    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ANALYZE wants the lock the VACUUM holds: asked for meanwhile (a slow claim), it would
+    only wait out the housekeeping lock timeout and be logged as skipped."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
+    _slow_vacuums(conn)
+    caplog.set_level("INFO", logger="jobtui.worker")
+    async with running_worker(
+        dsn, _noop_registry(), heartbeat_interval=0.2, heartbeat_timeout=5.0
+    ) as worker:
+        await wait_until(lambda: fetchval(aconn, VACUUMING), what="the worker's VACUUM of jobs")
+        assert worker._housekeeper is not None
+        worker._housekeeper.want_analyze()
+        await asyncio.sleep(2.0)
+        await aconn.execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_progress_vacuum"
+            " WHERE relid = 'jobs'::regclass"
+        )
+        await wait_until(
+            lambda: fetchval(aconn, ANALYZES + " AND analyze_count > 0"), what="the ANALYZE"
+        )
+    assert "chore=analyze" not in caplog.text

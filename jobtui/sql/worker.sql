@@ -467,8 +467,9 @@ ANALYZE __schema__.jobs
 -- more dead row versions than the count at which autovacuum would have vacuumed it
 -- (dbhealth_tables' rule: threshold + scale factor × tuples, the table's own settings first)
 -- and more than the `min_dead` parameter, the last manual VACUUM (any worker's) ended more
--- than `pause_s` seconds ago, and this role may vacuum it (owner or superuser; otherwise
--- PostgreSQL only warns and skips). Why: every claimed and finished row leaves its
+-- than `pause_s` seconds ago, no VACUUM of it is under way (another worker's, or autovacuum's
+-- anti-wraparound one: a second would only be skipped for the lock), and this role may vacuum
+-- it (owner or superuser; otherwise PostgreSQL only warns and skips). Why: every claimed and finished row leaves its
 -- waiting version's entries in the claim indexes, and a claim walks them from the start of the
 -- index until a VACUUM removes them. Without one, a drain of 2,000,000 jobs walked ~1,000,000
 -- dead entries a claim half-way through (7 ms a claim of 100, against 2.7 ms at the start;
@@ -476,7 +477,9 @@ ANALYZE __schema__.jobs
 SELECT coalesce(bool_and(NOT t.autovacuum AND t.dead > greatest(t.vacuum_trigger, %(min_dead)s)
                          AND coalesce(t.last_vacuum
                                       < now() - make_interval(secs => %(pause_s)s::float8), true)
-                         AND pg_has_role(c.relowner, 'USAGE')), false)
+                         AND pg_has_role(c.relowner, 'USAGE')
+                         AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum p
+                                         WHERE p.relid = c.oid)), false)
 FROM (
 __statement:dbhealth_tables__
 ) t
@@ -484,8 +487,25 @@ JOIN pg_class c ON c.oid = '__schema__.jobs'::regclass
 
 -- name: worker_vacuum_jobs
 -- The VACUUM worker_jobs_vacuum_due asks for. SKIP_LOCKED: another worker's VACUUM, an
--- autovacuum or DDL holding the table is enough, and nothing waits for a lock.
+-- autovacuum or DDL holding the table is enough, and nothing waits for a lock (PostgreSQL
+-- then only sends a WARNING, SQLSTATE 55P03, which WorkerDB.vacuum_jobs listens for).
 VACUUM (SKIP_LOCKED) __schema__.jobs
+
+-- name: worker_vacuum_blocks
+-- Whether a VACUUM of `jobs` holds up a session that wants a lock on it strong enough to stop
+-- claims and INSERTs (SHARE and above: an ALTER TABLE, a CREATE INDEX, a migration), which
+-- every later claim and INSERT then queues behind. PostgreSQL cancels autovacuum for such a
+-- waiter; the housekeeper cancels its own VACUUM when this is true. Waiters for SHARE UPDATE
+-- EXCLUSIVE (an ANALYZE, another VACUUM, CREATE INDEX CONCURRENTLY) stop nobody and are left
+-- to wait: yielding to every ANALYZE would keep a large table's VACUUM from ever ending.
+SELECT EXISTS (
+  SELECT 1
+  FROM pg_stat_progress_vacuum v
+  JOIN pg_locks l ON l.relation = v.relid AND NOT l.granted
+                 AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock',
+                                'AccessExclusiveLock')
+  WHERE v.relid = '__schema__.jobs'::regclass AND v.pid = ANY (pg_blocking_pids(l.pid))
+)
 
 -- name: worker_session_timeouts
 -- Set once per worker connection: no statement may hang for ever (a claim on a half-open

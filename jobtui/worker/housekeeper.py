@@ -59,6 +59,14 @@ VACUUM_MIN_DEAD = 10_000
 # the time however large the table (jobs' own scale factor, 0.02, would otherwise have a large
 # table vacuumed back to back through a drain).
 VACUUM_PAUSE_FACTOR = 4.0
+# After a VACUUM of `jobs` that did not run (skipped because something held the table, or
+# failed), at least this long before the next try: not a new connection and a log line every
+# housekeeping turn while a CREATE INDEX CONCURRENTLY or a long ANALYZE holds it.
+VACUUM_RETRY_AFTER_S = 30.0
+# While its VACUUM of `jobs` runs, the housekeeper looks this often whether it holds up a lock
+# that stops the queue (an ALTER TABLE waiting behind it), and cancels it if so, as PostgreSQL
+# cancels autovacuum after deadlock_timeout (1 s by default).
+VACUUM_YIELD_CHECK_S = 1.0
 
 
 class Housekeeper:
@@ -72,7 +80,7 @@ class Housekeeper:
         dispatcher: Dispatcher,
         stats: StatsBuffer,
         schedules: list[str] | None = None,
-        vacuum_link: Link | None = None,
+        vacuum_links: tuple[Link, Link] | None = None,
     ) -> None:
         self.db = db
         self.schedules = schedules or []  # names of the schedules this worker enqueues
@@ -85,9 +93,11 @@ class Housekeeper:
         self._analyze_wanted = False
         self._last_analyze = -ANALYZE_AT_MOST_EVERY_S
         self._wake = asyncio.Event()
-        self.vacuum_link = vacuum_link  # its own connection, opened only while vacuuming
+        # The VACUUM's own connection and its watch's, both opened only while it runs.
+        self.vacuum_links = vacuum_links
         self._vacuum: asyncio.Task[None] | None = None
         self._vacuum_longest = 0.0  # seconds, the longest VACUUM of jobs this worker ran
+        self._vacuum_not_before = 0.0  # monotonic time; set when a VACUUM did not run
 
     def want_analyze(self) -> None:
         """A full claim was slow: the planner's statistics of `jobs` are probably stale."""
@@ -113,7 +123,12 @@ class Housekeeper:
         last_sample_minute = -1
         while True:
             now = time.monotonic()
-            if self._analyze_wanted and now - self._last_analyze >= ANALYZE_AT_MOST_EVERY_S:
+            # Not while this worker's VACUUM of `jobs` runs: ANALYZE wants the lock it holds.
+            if (
+                self._analyze_wanted
+                and now - self._last_analyze >= ANALYZE_AT_MOST_EVERY_S
+                and not self._vacuuming()
+            ):
                 self._analyze_wanted = False
                 self._last_analyze = now
                 if await self._chore("analyze", self.db.analyze(self.link)):
@@ -165,9 +180,14 @@ class Housekeeper:
                 tick.job_id,
             )
 
+    def _vacuuming(self) -> bool:
+        return self._vacuum is not None and not self._vacuum.done()
+
     async def _maybe_vacuum(self) -> None:
         """Start a VACUUM of `jobs` when autovacuum is off and would have run by now."""
-        if self.vacuum_link is None or (self._vacuum is not None and not self._vacuum.done()):
+        if self.vacuum_links is None or self._vacuuming():
+            return
+        if time.monotonic() < self._vacuum_not_before:
             return
         pause = VACUUM_PAUSE_FACTOR * self._vacuum_longest
         due = self.db.jobs_vacuum_due(self.link, VACUUM_MIN_DEAD, pause)
@@ -175,19 +195,55 @@ class Housekeeper:
             self._vacuum = asyncio.create_task(self._vacuum_jobs(), name="jobtui-vacuum")
 
     async def _vacuum_jobs(self) -> None:
-        link = self.vacuum_link
-        assert link is not None
+        assert self.vacuum_links is not None
+        link, watch = self.vacuum_links
         t0 = time.monotonic()
+        ran = None
         try:
-            if await self._chore("vacuum_jobs", self.db.vacuum_jobs(link), ok=True, link=link):
+            ran = await self._vacuum_yielding(link, watch)
+            if ran:
                 log.info(
                     "worker=%s event=vacuumed table=jobs seconds=%.1f reason=autovacuum_off",
                     self.db.worker_id,
                     time.monotonic() - t0,
                 )
+            elif ran is False:
+                log.info(
+                    "worker=%s event=vacuum_skipped table=jobs reason=table_locked retry_s=%g",
+                    self.db.worker_id,
+                    VACUUM_RETRY_AFTER_S,
+                )
         finally:
             self._vacuum_longest = max(self._vacuum_longest, time.monotonic() - t0)
+            if not ran:
+                self._vacuum_not_before = time.monotonic() + VACUUM_RETRY_AFTER_S
             await link.close()  # no connection held between vacuums
+            await watch.close()
+
+    async def _vacuum_yielding(self, link: Link, watch: Link) -> bool | None:
+        """The VACUUM on `link`: True when it ran, False when skipped for a lock, None when it
+        failed or was cancelled because it held up a lock that stops the queue (checked on
+        `watch` every VACUUM_YIELD_CHECK_S)."""
+        vacuum = asyncio.create_task(
+            self._chore("vacuum_jobs", self.db.vacuum_jobs(link), link=link),
+            name="jobtui-vacuum-statement",
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({vacuum}, timeout=VACUUM_YIELD_CHECK_S)
+                if done:
+                    return vacuum.result()
+                if await self._chore("vacuum_watch", self.db.vacuum_blocks(watch), link=watch):
+                    log.info(
+                        "worker=%s event=vacuum_yielded table=jobs reason=lock_wanted retry_s=%g",
+                        self.db.worker_id,
+                        VACUUM_RETRY_AFTER_S,
+                    )
+                    return None
+        finally:
+            if not vacuum.done():
+                vacuum.cancel()  # psycopg cancels the statement on the server
+                await asyncio.gather(vacuum, return_exceptions=True)
 
     async def _fold_counts(self) -> None:
         """Merge the count deltas, then VACUUM them away (autovacuum may be off)."""

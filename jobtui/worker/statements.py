@@ -11,12 +11,15 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from jobtui import limits
 from jobtui.sql import notify_channel, queries
 from jobtui.worker.link import Link
 from jobtui.worker.stats import Cell, as_rows
+
+LOCK_NOT_AVAILABLE = "55P03"  # SQLSTATE of VACUUM (SKIP_LOCKED)'s warning when it skips
 
 PRUNE_BATCH = 1000  # the LIMIT in worker_prune
 PRUNE_BATCHES_PER_ROUND = 50
@@ -250,5 +253,25 @@ class WorkerDB:
         )
         return bool(rows and rows[0][0])
 
-    async def vacuum_jobs(self, link: Link) -> None:
-        await link.fetch(self.q.worker_vacuum_jobs)
+    async def vacuum_jobs(self, link: Link) -> bool:
+        """VACUUM `jobs`; False when it was skipped because something held the table
+        (SKIP_LOCKED: PostgreSQL only warns, and the statement succeeds)."""
+        conn = await link.connection()
+        skipped: list[bool] = []
+
+        def note(diag: psycopg.errors.Diagnostic) -> None:
+            if diag.sqlstate == LOCK_NOT_AVAILABLE:
+                skipped.append(True)
+
+        conn.add_notice_handler(note)
+        try:
+            await link.fetch(self.q.worker_vacuum_jobs)
+        finally:
+            conn.remove_notice_handler(note)
+        return not skipped
+
+    async def vacuum_blocks(self, link: Link) -> bool:
+        """Whether a VACUUM of `jobs` holds up a lock that stops the queue
+        (worker_vacuum_blocks)."""
+        rows = await link.fetch(self.q.worker_vacuum_blocks)
+        return bool(rows and rows[0][0])

@@ -172,15 +172,22 @@ class Worker:
         live_link = Link(
             self.dsn, "liveness", statement_timeout=beat, lock_timeout=beat, frozen_after=frozen
         )
-        house_link = Link(
-            self.dsn,
-            "housekeeping",
-            statement_timeout=s.housekeeping_timeout,
-            lock_timeout=s.housekeeping_lock_timeout,
-            frozen_after=frozen,
-        )
+
+        def chores_link(name: str) -> Link:
+            """A link bounded as housekeeping chores are."""
+            return Link(
+                self.dsn,
+                name,
+                statement_timeout=s.housekeeping_timeout,
+                lock_timeout=s.housekeeping_lock_timeout,
+                frozen_after=frozen,
+            )
+
+        house_link = chores_link("housekeeping")
         # VACUUM of `jobs` where autovacuum is off (housekeeper.py): a long statement, so on a
-        # connection of its own, opened only while it runs.
+        # connection of its own, opened only while it runs; and its watch (does it hold up a
+        # lock that stops the queue?) on another, which reads catalogs only and so never
+        # queues behind that lock as the housekeeping link's statements on `jobs` would.
         vacuum_link = Link(
             self.dsn,
             "vacuum",
@@ -188,7 +195,8 @@ class Worker:
             lock_timeout=s.housekeeping_lock_timeout,
             frozen_after=frozen,
         )
-        self._links = [*claim_links, flush_link, live_link, house_link, vacuum_link]
+        vacuum_links = (vacuum_link, chores_link("vacuum watch"))
+        self._links = [*claim_links, flush_link, live_link, house_link, *vacuum_links]
         self._flusher = Flusher(self.id, self._db, flush_link, s.stats_flush_interval)
         self._housekeeper: Housekeeper | None = None
         d = self._dispatcher = Dispatcher(
@@ -219,7 +227,7 @@ class Worker:
             d,
             self._flusher.stats,
             [x.name for x in self.schedules],
-            vacuum_link,
+            vacuum_links,
         )
         try:
             await acheck_schema(await live_link.connection(), self.schema)
