@@ -17,8 +17,13 @@ from typing import Any
 import psycopg
 import pytest
 from test_housekeeping_scale import _most_buffers
+from test_tui_actions import head, open_detail, text_of
+from test_tui_console import config, until
 
 from jobtui.sql import queries
+from jobtui.tui.app import JobtuiApp
+from jobtui.tui.screens.detail import DetailScreen
+from jobtui.tui.widgets.why import WhyView
 from jobtui.why import explain
 
 Q = queries("public")
@@ -100,3 +105,20 @@ async def test_explain_places_the_head_of_a_long_line_first(
     (first, _), (second, _) = ref.fetchall()
     answers = [await explain(aconn, "public", job_id) for job_id in (first, second)]
     assert [a.position if a else None for a in answers] == [1, 2]
+
+
+async def test_job_detail_says_the_place_in_a_long_line(dsn: str, conn: psycopg.Connection) -> None:
+    """The console's job detail (Pilot, real database) on the head of the line and on a job
+    150 rows behind it, among 20,000 due rows of the kind."""
+    _populate(conn, "mail")
+    ref = conn.execute(REF.format(order=ORDERS[False]) + " ORDER BY 2", {"kind": "mail"})
+    by_place = [job_id for job_id, _ in ref.fetchall()]
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(120, 40)) as pilot:
+        for place in (1, 151):
+            detail = await open_detail(app, pilot, "job", by_place[place - 1])
+            why = text_of(detail.query_one(WhyView))
+            assert f"number {place} in line for kind 'mail'" in why, why
+            assert f"#{by_place[place - 1]}  mail  " in head(detail)
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, DetailScreen))
