@@ -89,3 +89,31 @@ async def test_row_max_attempts_unread_when_the_handler_declares_it(
     assert info.handler is not None and info.handler.max_attempts == 7
     assert info.row_max_attempts is None  # the screen shows the handler's 7
     assert jobs_rows_visited(conn, Q.kind_row_max_attempts) == 0
+
+
+def test_retry_errors_of_a_kind_with_many_jobs_ahead_read_the_tried_rows(
+    conn: psycopg.Connection,
+) -> None:
+    """Jobs scheduled far ahead (reminders) are never tried: when the kind's waiting rows
+    outnumber every kind's tried ones, the tried rows are read (jobs_waiting_tried), not every
+    waiting row of the kind. Same groups, same total, either way."""
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at) SELECT 'mail', '{}',"
+        " now() + make_interval(days => 1 + g % 30) FROM generate_series(1, 5000) g"
+    )
+    waiting(conn, 2, attempts=1, last_error="OSError: disk full\nat line 3")
+    waiting(conn, 1, attempts=5, max_attempts=5, last_error="KeyError: 'x'")
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, attempts, last_error)"
+        " SELECT 'sms', '{}', 1, 'TimeoutError: upstream' FROM generate_series(1, 1000)"
+    )
+    conn.execute("ANALYZE jobs")
+    rows = conn.execute(Q.kind_retry_errors, PARAMS).fetchall()
+    assert sorted((r[0], r[1], r[3]) for r in rows) == [
+        ("KeyError: 'x'", 1, 3),
+        ("OSError: disk full", 2, 3),
+    ]
+    assert jobs_rows_visited(conn, Q.kind_retry_errors) == 1003  # 3 of mail, 1,000 of sms
+    # A kind with fewer waiting rows than every kind's tried ones: read by the kind.
+    sms = conn.execute(Q.kind_retry_errors, {**PARAMS, "kind": "sms"}).fetchall()
+    assert [(r[0], r[1], r[3]) for r in sms] == [("TimeoutError: upstream", 1000, 1000)]
