@@ -122,3 +122,25 @@ async def test_job_detail_says_the_place_in_a_long_line(dsn: str, conn: psycopg.
             assert f"#{by_place[place - 1]}  mail  " in head(detail)
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, DetailScreen))
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["claim_order", "limited_order"])
+def test_positions_at_the_ends_of_the_priority_range(
+    conn: psycopg.Connection, limited: bool
+) -> None:
+    """Priorities are plain ints: the lowest and the highest ones, beside rows that share one
+    run_at, are placed as the plain count says. The form before cc49664 negated the priority
+    (`-x.priority`) and failed with "integer out of range" for every job of a kind that had a
+    row at -2147483648."""
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, run_at, priority)"
+        " SELECT 'mail', '{}', date_trunc('second', now()) - interval '1 minute', p"
+        " FROM unnest(ARRAY[-2147483648, 2147483647, 0, -2147483648, 2147483647, 0]) p"
+    )
+    ref = dict(
+        conn.execute(REF.format(order=ORDERS[limited]), {"kind": "mail"}).fetchall()  # type: ignore[arg-type]
+    )
+    assert len(ref) == 6
+    for job_id, place in ref.items():
+        row = conn.execute(Q.why_position, _params(conn, job_id, limited)).fetchone()
+        assert row is not None and row[0] == place, job_id
