@@ -132,8 +132,11 @@ def test_not_due_for_a_role_that_may_not_vacuum_the_table(conn: psycopg.Connecti
 
 
 async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_connection(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    dsn: str,
+    conn: psycopg.Connection,
+    aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
     conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
@@ -161,7 +164,9 @@ async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_con
 
 
 async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
+    dsn: str,
+    conn: psycopg.Connection,
+    aconn: psycopg.AsyncConnection,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server_on = conn.execute("SELECT current_setting('autovacuum')::bool").fetchone()
@@ -179,7 +184,9 @@ async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
 
 
 async def test_a_vacuum_skipped_for_a_lock_is_not_logged_as_done_nor_retried_every_turn(
-    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch,
+    dsn: str,
+    conn: psycopg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """VACUUM (SKIP_LOCKED) only warns when something holds the table (another VACUUM, an
@@ -232,8 +239,11 @@ def test_not_due_while_a_vacuum_of_jobs_runs(dsn: str, conn: psycopg.Connection)
 
 
 async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    dsn: str,
+    conn: psycopg.Connection,
+    aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An ALTER TABLE (a migration, an operator's) waiting behind the worker's VACUUM holds up
     every later claim and INSERT in the lock queue; PostgreSQL cancels autovacuum for it, and
@@ -260,8 +270,11 @@ async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
 
 
 async def test_an_analyze_wanted_during_the_workers_vacuum_waits_for_it_to_end(
-    dsn: str, conn: psycopg.Connection, aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    dsn: str,
+    conn: psycopg.Connection,
+    aconn: psycopg.AsyncConnection,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """ANALYZE wants the lock the VACUUM holds: asked for meanwhile (a slow claim), it would
     only wait out the housekeeping lock timeout and be logged as skipped."""
