@@ -21,6 +21,7 @@ from apps.helpers import fetchval, running_worker, wait_until
 import jobtui.worker.housekeeper as housekeeper_module
 from jobtui.registry import Registry
 from jobtui.sql import queries
+from jobtui.worker import Worker
 
 DUE = queries("public").worker_jobs_vacuum_due
 DEAD = "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'jobs'::regclass"
@@ -36,6 +37,21 @@ def _dead_rows(conn: psycopg.Connection, n: int) -> None:
     )
     conn.execute("ANALYZE jobs")
     conn.execute("UPDATE jobs SET finished_at = now()")
+
+
+def _unvacuumed(conn: psycopg.Connection, n: int = 3000, *, autovacuum: bool = False) -> None:
+    """`n` dead row versions in `jobs`, counted by the statistics; autovacuum off for the
+    table (its own setting), or on."""
+    setting = "true" if autovacuum else "false"
+    conn.execute(f"ALTER TABLE jobs SET (autovacuum_enabled = {setting})")
+    _dead_rows(conn, n)
+    _dead_counted(conn, n)
+
+
+@pytest.fixture
+def low_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker's VACUUM due from 1,000 dead row versions, so a test needs few."""
+    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
 
 
 def _due(conn: psycopg.Connection, min_dead: int, pause_s: float = 0.0) -> bool:
@@ -88,23 +104,22 @@ def test_due_only_above_autovacuums_trigger_and_the_floor_and_when_autovacuum_is
 def _slow_vacuums(conn: psycopg.Connection) -> None:
     """20,000 dead row versions in `jobs`, autovacuum off for it, and every later session of
     this database's VACUUM sleeping at each page: one that runs until cancelled."""
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    _dead_rows(conn, 20_000)
-    _dead_counted(conn, 20_000)
+    _unvacuumed(conn, 20_000)
     db = conn.execute("SELECT current_database()").fetchone()
     assert db is not None
     for setting in ("vacuum_cost_delay = '100ms'", "vacuum_cost_limit = 1"):
         conn.execute(f'ALTER DATABASE "{db[0]}" SET {setting}')
 
 
-def _noop_registry() -> Registry:
+def _worker(dsn: str, **settings: Any) -> contextlib.AbstractAsyncContextManager[Worker]:
+    """A worker of one no-op handler, its housekeeping turns quick (every 0.2 s)."""
     reg = Registry()
 
     @reg.handler("noop")
     async def noop(payload: Any) -> None:
         return None
 
-    return reg
+    return running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0, **settings)
 
 
 def _dead_gone(conn: psycopg.Connection) -> None:
@@ -115,9 +130,7 @@ def _dead_gone(conn: psycopg.Connection) -> None:
 
 
 def test_not_due_for_a_role_that_may_not_vacuum_the_table(conn: psycopg.Connection) -> None:
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    _dead_rows(conn, 3000)
-    _dead_counted(conn, 3000)
+    _unvacuumed(conn)
     role = "jobtui_vacuum_test_reader"
     conn.execute(
         f"DO $$ BEGIN CREATE ROLE {role} NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
@@ -135,17 +148,13 @@ async def test_the_worker_vacuums_jobs_when_autovacuum_is_off_and_closes_its_con
     dsn: str,
     conn: psycopg.Connection,
     aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch,
+    low_floor: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    _dead_rows(conn, 3000)
-    _dead_counted(conn, 3000)
+    _unvacuumed(conn)
     before = await fetchval(aconn, VACUUMS)
-    reg = _noop_registry()
     caplog.set_level("INFO", logger="jobtui.worker")
-    async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+    async with _worker(dsn):
         await wait_until(
             lambda: fetchval(aconn, VACUUMS + " AND vacuum_count > %s", (before,)),
             what="the worker's VACUUM of jobs",
@@ -167,18 +176,14 @@ async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
     dsn: str,
     conn: psycopg.Connection,
     aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch,
+    low_floor: None,
 ) -> None:
     server_on = conn.execute("SELECT current_setting('autovacuum')::bool").fetchone()
     if not (server_on and server_on[0]):
         pytest.skip("the server's autovacuum is off: the worker is right to vacuum")
-    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = true)")
-    _dead_rows(conn, 3000)
-    _dead_counted(conn, 3000)
+    _unvacuumed(conn, autovacuum=True)
     before = await fetchval(aconn, VACUUMS)
-    reg = _noop_registry()
-    async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+    async with _worker(dsn):
         await asyncio.sleep(2.0)  # ten housekeeping turns
     assert await fetchval(aconn, VACUUMS) == before
 
@@ -186,21 +191,17 @@ async def test_the_worker_leaves_jobs_to_autovacuum_where_it_runs(
 async def test_a_vacuum_skipped_for_a_lock_is_not_logged_as_done_nor_retried_every_turn(
     dsn: str,
     conn: psycopg.Connection,
-    monkeypatch: pytest.MonkeyPatch,
+    low_floor: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """VACUUM (SKIP_LOCKED) only warns when something holds the table (another VACUUM, an
     ANALYZE, CREATE INDEX CONCURRENTLY): no row of 'vacuumed', and no new connection and
     VACUUM every housekeeping turn while it lasts."""
-    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    _dead_rows(conn, 3000)
-    _dead_counted(conn, 3000)
+    _unvacuumed(conn)
     caplog.set_level("INFO", logger="jobtui.worker")
     with psycopg.connect(dsn) as holder:
         holder.execute("LOCK jobs IN SHARE UPDATE EXCLUSIVE MODE")  # as a VACUUM holds it
-        reg = _noop_registry()
-        async with running_worker(dsn, reg, heartbeat_interval=0.2, heartbeat_timeout=5.0):
+        async with _worker(dsn):
             await asyncio.sleep(2.0)  # ten housekeeping turns
         holder.rollback()
     assert "event=vacuumed" not in caplog.text
@@ -210,9 +211,7 @@ async def test_a_vacuum_skipped_for_a_lock_is_not_logged_as_done_nor_retried_eve
 def test_not_due_while_a_vacuum_of_jobs_runs(dsn: str, conn: psycopg.Connection) -> None:
     """Another worker's VACUUM (or autovacuum's anti-wraparound one) is under way: a second
     would only be skipped for the lock."""
-    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
-    _dead_rows(conn, 3000)
-    _dead_counted(conn, 3000)
+    _unvacuumed(conn)
     assert _due(conn, 100)
     with psycopg.connect(dsn, autocommit=True) as slow:
         slow.execute("SET vacuum_cost_delay = '100ms'")
@@ -242,7 +241,7 @@ async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
     dsn: str,
     conn: psycopg.Connection,
     aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch,
+    low_floor: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An ALTER TABLE (a migration, an operator's) waiting behind the worker's VACUUM holds up
@@ -250,16 +249,9 @@ async def test_the_workers_vacuum_yields_to_a_lock_that_would_stop_the_queue(
     the worker cancels its own VACUUM the same way. The housekeeping link's own statements on
     `jobs` queue behind the ALTER too (for as long as housekeeping_lock_timeout; behind
     PgBouncer, where it is not set, until the ALTER gives up), so the watch is not made there."""
-    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
     _slow_vacuums(conn)
     caplog.set_level("INFO", logger="jobtui.worker")
-    async with running_worker(
-        dsn,
-        _noop_registry(),
-        heartbeat_interval=0.2,
-        heartbeat_timeout=5.0,
-        housekeeping_lock_timeout=30.0,
-    ):
+    async with _worker(dsn, housekeeping_lock_timeout=30.0):
         await wait_until(lambda: fetchval(aconn, VACUUMING), what="the worker's VACUUM of jobs")
         t0 = time.monotonic()
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ddl:
@@ -273,17 +265,14 @@ async def test_an_analyze_wanted_during_the_workers_vacuum_waits_for_it_to_end(
     dsn: str,
     conn: psycopg.Connection,
     aconn: psycopg.AsyncConnection,
-    monkeypatch: pytest.MonkeyPatch,
+    low_floor: None,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """ANALYZE wants the lock the VACUUM holds: asked for meanwhile (a slow claim), it would
     only wait out the housekeeping lock timeout and be logged as skipped."""
-    monkeypatch.setattr(housekeeper_module, "VACUUM_MIN_DEAD", 1000)
     _slow_vacuums(conn)
     caplog.set_level("INFO", logger="jobtui.worker")
-    async with running_worker(
-        dsn, _noop_registry(), heartbeat_interval=0.2, heartbeat_timeout=5.0
-    ) as worker:
+    async with _worker(dsn) as worker:
         await wait_until(lambda: fetchval(aconn, VACUUMING), what="the worker's VACUUM of jobs")
         assert worker._housekeeper is not None
         worker._housekeeper.want_analyze()
