@@ -119,9 +119,7 @@ def main() -> None:
                     read = max(map(int, scanned), default=0) + sum(map(int, removed))
                     used = sorted(set(re.findall(r" using (\w+)", plan)))
                     seq = "Seq Scan on jobs" in plan
-                    print(
-                        f"{label:44} {name:6} {ms:8.2f} {seq!s:>9} {read:>10}  {', '.join(used)}"
-                    )
+                    print(f"{label:44} {name:6} {ms:8.2f} {seq!s:>9} {read:>10}  {', '.join(used)}")
     finally:
         bench.cleanup()
 

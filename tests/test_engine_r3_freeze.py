@@ -37,9 +37,11 @@ class Freezer:
         params = conninfo.conninfo_to_dict(dsn)
         self.target = (str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
         # A host that is a directory is a Unix socket (the embedded server's DSN).
-        self.socket = f"{self.target[0]}/.s.PGSQL.{self.target[1]}" if self.target[0].startswith(
-            "/"
-        ) else None
+        self.socket = (
+            f"{self.target[0]}/.s.PGSQL.{self.target[1]}"
+            if self.target[0].startswith("/")
+            else None
+        )
         self.dsn = dsn
         self.triggers = triggers
         self.frozen = asyncio.Event()
