@@ -40,7 +40,7 @@ from jobtui import enqueue_many
 from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
 from jobtui.schema import migrate
 from jobtui.sql import queries
-from jobtui.worker_db import int_array
+from jobtui.worker.statements import int_array
 
 SCHEMA = "public"
 Q = queries(SCHEMA)

@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 import time
+from typing import Any
 
 import psycopg
 import pytest
@@ -32,6 +33,42 @@ async def _connect(dsn: str, n: int) -> list[psycopg.AsyncConnection]:
 
 async def _finish(conn: psycopg.AsyncConnection, job_id: int) -> None:
     await conn.execute("UPDATE jobs SET finished_at = now() WHERE id = %s", (job_id,))
+
+
+async def limited_claim_plan_nodes(
+    aconn: psycopg.AsyncConnection, kind: str, want: int
+) -> list[dict[str, Any]]:
+    """Every plan node (EXPLAIN ANALYZE's, as JSON) of one limited claim of `kind` by worker
+    'w'. The claim is one function call (migration 0023), whose inner plans EXPLAIN does not
+    show: auto_explain sends them to this session as LOG messages."""
+    plans: list[str] = []
+    aconn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+    try:
+        await aconn.execute("LOAD 'auto_explain'")
+    except psycopg.errors.UndefinedFile:
+        pytest.skip("this PostgreSQL has no auto_explain (the embedded server's build ships none)")
+    for setting in (
+        "SET auto_explain.log_min_duration = 0",
+        "SET auto_explain.log_nested_statements = on",
+        "SET auto_explain.log_analyze = on",
+        "SET auto_explain.log_format = 'json'",
+        "SET client_min_messages = log",
+    ):
+        await aconn.execute(setting)
+    await aconn.execute(
+        queries(S).limits_claim, {"kinds": [kind], "worker": "w", "want": want, "full_poll_s": 0.05}
+    )
+    await aconn.execute("SET client_min_messages = notice")
+
+    def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+        return [node, *(n for child in node.get("Plans", []) for n in nodes(child))]
+
+    return [
+        n
+        for text in plans
+        if '"Plan"' in text
+        for n in nodes(json.loads(text[text.index("{") :])["Plan"])
+    ]
 
 
 async def test_concurrency_limit_of_three_is_never_exceeded(
@@ -247,39 +284,10 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
     enqueue_many(conn, [{"kind": "slow"} for _ in range(20)])
     conn.execute("ANALYZE jobs")
     await sync_kind_limits(aconn, S, [KindLimit("slow", concurrency=5)])
-    # The claim is one function call (migration 0023), whose inner plans EXPLAIN does not
-    # show: auto_explain sends them to this session as LOG messages.
-    plans: list[str] = []
-    aconn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
-    try:
-        await aconn.execute("LOAD 'auto_explain'")
-    except psycopg.errors.UndefinedFile:
-        pytest.skip("this PostgreSQL has no auto_explain (the embedded server's build ships none)")
-    for setting in (
-        "SET auto_explain.log_min_duration = 0",
-        "SET auto_explain.log_nested_statements = on",
-        "SET auto_explain.log_analyze = on",
-        "SET auto_explain.log_format = 'json'",
-        "SET client_min_messages = log",
-    ):
-        await aconn.execute(setting)
-    await aconn.execute(
-        queries(S).limits_claim, {"kinds": ["slow"], "worker": "w", "want": 5, "full_poll_s": 0.05}
-    )
-    await aconn.execute("SET client_min_messages = notice")
+    nodes = await limited_claim_plan_nodes(aconn, "slow", 5)
     claimed = conn.execute("SELECT count(*) FROM jobs WHERE locked_by = 'w'").fetchone()
     assert claimed == (5,)
-
-    def nodes(node: dict) -> list[dict]:
-        return [node, *(n for child in node.get("Plans", []) for n in nodes(child))]
-
-    scans = [
-        n
-        for text in plans
-        if '"Plan"' in text
-        for n in nodes(json.loads(text[text.index("{") :])["Plan"])
-        if n.get("Relation Name") == "jobs"
-    ]
+    scans = [n for n in nodes if n.get("Relation Name") == "jobs"]
     assert scans
     assert all(n.get("Rows Removed by Filter", 0) < 100 for n in scans), scans
     assert any(n.get("Index Name") == "jobs_pending_kind" for n in scans)

@@ -60,10 +60,9 @@ WHERE r.kind >= %(kind)s AND r.kind <= %(kind)s
 -- name: why_position
 -- The job's place in line for its kind: claimable jobs of the kind that a claim takes before
 -- it, plus one. Claim order is worker_claim's (priority DESC, run_at, id) for an unlimited
--- kind and limits_claim's run_at order for a limited one, taken here as (run_at, then id):
--- that claim walks jobs_pending_kind (kind, run_at), so jobs sharing a run_at (one
--- enqueue_many) are claimed in the index's order, which is not always id order, and the place
--- said may then be off by the others sharing it. Claimable as those claims say:
+-- kind and limits_claim's (run_at, id) for a limited one: that claim walks jobs_pending_kind
+-- (kind, run_at, id), so jobs sharing a run_at (one enqueue_many) are taken in id order too
+-- (migration 0029) and the place said is exact among them. Claimable as those claims say:
 -- unlocked, unfinished, due, attempts left (jobtui_max_attempts), no cancel request.
 -- Each branch is one range of an index in that order, from the head of the kind's line to the
 -- job (jobs_claim_kind: higher priorities, then its own priority before it; jobs_pending_kind
