@@ -1,0 +1,303 @@
+"""Attacks on migration 0029 (jobs_pending_kind on (kind, run_at, id), the limited claim's id
+order among jobs sharing a run_at) and on `why`'s place in line for a limited kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+from apps.basic import LEDGER_DDL
+from test_attack_engine import spawn, stop, worker_argv
+from test_roles import _login
+
+from jobtui import enqueue_many
+from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
+from jobtui.roles import drop_roles_sql, roles_sql
+from jobtui.schema import migrate
+from jobtui.schema.migrator import Migration, load_migrations
+from jobtui.why import explain
+
+S = "public"
+
+
+def _0029() -> Migration:
+    [m] = [m for m in load_migrations() if m.version == 29]
+    return m
+
+
+def test_0029_applied_under_running_workers_loses_and_repeats_no_job(
+    empty_dsn: str, tmp_path: Path
+) -> None:
+    """A database at 0028, two real workers draining a limited kind (`capped`, 3 at once) and an
+    unlimited one (`free`), with a 1 s statement_timeout: 0029 is applied in a transaction that
+    holds jobs' ACCESS EXCLUSIVE lock for 2.5 s (a large table's index build). The workers ride
+    through (their claims time out and are tried again): every job runs once, the limit holds."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, S, up_to=28)
+        conn.execute(LEDGER_DDL)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload) SELECT 'capped', '{\"sleep\": 0.01}'"
+            " FROM generate_series(1, 400)"
+        )
+        conn.execute(
+            "INSERT INTO jobs (kind, payload) SELECT 'free', '{}' FROM generate_series(1, 3000)"
+        )
+        opts = {
+            "app": "limited",
+            "kinds": ["capped", "free"],
+            "concurrency": 4,
+            "poll_interval": 0.05,
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 5.0,
+            "statement_timeout": 1.0,
+        }
+        procs = spawn([worker_argv(empty_dsn, opts) for _ in range(2)], tmp_path / "w.log")
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                row = conn.execute("SELECT count(*) FROM ledger").fetchone()
+                if row and row[0] >= 20:
+                    break
+                time.sleep(0.05)
+            with conn.transaction():
+                conn.execute(_0029().for_schema(S))
+                conn.execute(
+                    "INSERT INTO jobtui_migrations (version, name) VALUES (29, %s)",
+                    (_0029().name,),
+                )
+                conn.execute("SELECT pg_sleep(2.5)")
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                row = conn.execute("SELECT count(*) FROM jobs WHERE finished_at IS NULL").fetchone()
+                if row == (0,):
+                    break
+                time.sleep(0.2)
+            alive = [p.poll() is None for p in procs]
+        finally:
+            stop(procs)
+        log = (tmp_path / "w.log").read_text(errors="replace")
+        assert all(alive), log[-3000:]
+        left = conn.execute(
+            "SELECT kind, count(*) FROM jobs WHERE finished_at IS NULL GROUP BY kind"
+        ).fetchall()
+        assert left == [], (left, log[-3000:])
+        assert conn.execute(
+            "SELECT count(*) FROM jobs WHERE attempts <> 1 OR cancelled_at IS NOT NULL"
+        ).fetchone() == (0,)
+        runs = conn.execute(
+            "SELECT count(*), count(DISTINCT job_id) FROM ledger l JOIN jobs j ON j.id = l.job_id"
+            " WHERE j.kind = 'capped'"
+        ).fetchone()
+        assert runs == (400, 400), runs
+        spans = conn.execute(
+            "SELECT started_at, ended_at FROM ledger WHERE ended_at IS NOT NULL"
+        ).fetchall()
+        events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+        level = peak = 0
+        for _, d in events:
+            level += d
+            peak = max(peak, level)
+        assert peak <= 3, peak
+
+
+def test_concurrent_limited_claims_over_ties_take_each_job_once_within_the_limit(
+    dsn: str,
+) -> None:
+    """Six sessions claim one limited kind (concurrency 5) over 600 jobs of one enqueue_many
+    (some updated out of heap order, some with a cancel request, some exhausted), finishing
+    what they took: no job is taken twice, never more than 5 run, and each claimer's jobs come
+    in increasing id order (FIFO as far as SKIP LOCKED allows)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        asyncio.run(_sync(dsn, [KindLimit("lim", concurrency=5)]))
+        enqueue_many(conn, [{"kind": "lim", "payload": {"n": n}} for n in range(600)])
+        ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
+        conn.execute("UPDATE jobs SET priority = 5 WHERE id % 3 = 0")
+        conn.execute("UPDATE jobs SET priority = 0 WHERE id % 3 = 0")
+        cancel = set(ids[10::37])
+        exhausted = set(ids[5::41]) - cancel
+        conn.execute("UPDATE jobs SET cancel_requested = true WHERE id = ANY(%s)", (list(cancel),))
+        conn.execute(
+            "UPDATE jobs SET attempts = max_attempts WHERE id = ANY(%s)", (list(exhausted),)
+        )
+    taken: dict[str, list[int]] = {}
+    peak = [0]
+    errors: list[BaseException] = []
+
+    def claimer(name: str) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                mine: list[int] = []
+                idle = 0
+                while idle < 40:
+                    rows = c.execute(
+                        "SELECT id FROM jobtui_claim_limited(ARRAY['lim'], %s, 2, 0.01)"
+                        " WHERE id IS NOT NULL",
+                        (name,),
+                    ).fetchall()
+                    if not rows:
+                        idle += 1
+                        time.sleep(0.005)
+                        continue
+                    idle = 0
+                    got = sorted(r[0] for r in rows)
+                    mine.extend(got)
+                    n = c.execute(
+                        "SELECT count(*) FROM jobs WHERE locked_at IS NOT NULL"
+                        " AND finished_at IS NULL"
+                    ).fetchone()
+                    assert n is not None
+                    peak[0] = max(peak[0], n[0])
+                    c.execute("UPDATE jobs SET finished_at = now() WHERE id = ANY(%s)", (got,))
+                taken[name] = mine
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claimer, args=(f"w{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    every = [j for js in taken.values() for j in js]
+    assert len(every) == len(set(every))
+    assert set(every) == set(ids) - cancel - exhausted
+    assert peak[0] <= 5, peak
+    for name, js in taken.items():
+        assert js == sorted(js), name
+
+
+async def _sync(dsn: str, limits: list[KindLimit]) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a:
+        await sync_kind_limits(a, S, limits)
+
+
+async def test_why_places_agree_with_the_limited_claim_among_ties_of_mixed_priority(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """A limited kind's batch sharing a run_at, with priorities that differ, a retrying job
+    (attempts 1, due), an exhausted one and one with a cancel request among the ties: why's
+    place for each claimable job is the turn the claim (concurrency 1) takes it in; the others
+    have none."""
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=1)])
+    enqueue_many(conn, [{"kind": "lim", "payload": {"n": n}} for n in range(10)])
+    ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
+    conn.execute("UPDATE jobs SET priority = 9 WHERE id = ANY(%s)", (ids[5:],))
+    conn.execute("UPDATE jobs SET priority = -3 WHERE id = %s", (ids[1],))
+    conn.execute("UPDATE jobs SET attempts = 1 WHERE id = %s", (ids[2],))  # a retry, due
+    conn.execute("UPDATE jobs SET attempts = max_attempts WHERE id = %s", (ids[3],))
+    conn.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (ids[6],))
+    places: dict[int, int | None] = {}
+    for job_id in ids:
+        answer = await explain(aconn, S, job_id)
+        assert answer is not None
+        places[job_id] = answer.position
+    taken = []
+    while True:
+        got = await claim_limited(aconn, S, "w", ["lim"], 1)
+        if not got:
+            break
+        taken.append(got[0][0])
+        await aconn.execute("UPDATE jobs SET finished_at = now() WHERE id = %s", (got[0][0],))
+    assert taken == [i for i in ids if i not in (ids[3], ids[6])]
+    assert [places[i] for i in taken] == list(range(1, len(taken) + 1))
+    assert places[ids[3]] is None and places[ids[6]] is None
+
+
+async def test_the_worker_role_granted_at_0028_still_claims_limited_kinds_after_0029(
+    empty_dsn: str,
+) -> None:
+    """`jobtui roles` run at 0028; 0029 recreates jobs_pending_kind and the claim function:
+    a login in the worker group declares limits (concurrency, rate) and claims them, in id
+    order, without any new grant."""
+    p = f"t{uuid.uuid4().hex[:8]}_"
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, S, up_to=28)
+        conn.execute(roles_sql(S, p))
+        assert 29 in [m.version for m in migrate(conn, S)]
+        name = f"{p}login_worker"
+        try:
+            role_dsn = _login(conn, empty_dsn, p, "worker")
+            enqueue_many(conn, [{"kind": k, "payload": {}} for k in ("c", "r") for _ in range(6)])
+            ids = {
+                k: [
+                    r[0]
+                    for r in conn.execute("SELECT id FROM jobs WHERE kind = %s ORDER BY id", (k,))
+                ]
+                for k in ("c", "r")
+            }
+            async with await psycopg.AsyncConnection.connect(role_dsn, autocommit=True) as a:
+                await sync_kind_limits(
+                    a, S, [KindLimit("c", concurrency=2), KindLimit("r", rate=3, rate_period_s=60)]
+                )
+                got = await claim_limited(a, S, "w", ["c", "r"], 10)
+            claimed = sorted(c[0] for c in got)
+            assert claimed == sorted(ids["c"][:2] + ids["r"][:3]), got
+        finally:
+            conn.execute(f"DROP OWNED BY {name}")
+            conn.execute(f"DROP ROLE {name}")
+            conn.execute(drop_roles_sql(p))
+
+
+def test_jobtui_migrate_to_0029_behind_a_reader_gives_up_cleanly_then_applies(
+    empty_dsn: str,
+) -> None:
+    """A database at 0028; a session idles in a transaction that read `jobs`. `jobtui migrate`
+    (0.3 s lock timeout, 1 retry) gives up naming ACCESS EXCLUSIVE on jobs, with the old index
+    and function left as they were (the DROP INDEX rolled back); once the reader ends, the
+    same command applies 0029 alone, and a second run applies nothing."""
+    from test_cli_support import assert_one_error, run_cli
+
+    index = "SELECT pg_get_indexdef('jobs_pending_kind'::regclass)"
+    fn = "SELECT md5(prosrc) FROM pg_proc WHERE proname = 'jobtui_claim_limited'"
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, S, up_to=28)
+        before = conn.execute(index).fetchone(), conn.execute(fn).fetchone()
+        with psycopg.connect(empty_dsn) as reader:
+            reader.execute("SELECT count(*) FROM jobs")
+            proc = run_cli(
+                "migrate", "--lock-timeout", "0.3s", "--lock-retries", "1", dsn=empty_dsn
+            )
+            assert_one_error(
+                proc, 75, "ACCESS EXCLUSIVE on jobs", "nothing was applied", "idle in transaction"
+            )
+            assert (conn.execute(index).fetchone(), conn.execute(fn).fetchone()) == before
+            assert "(kind, run_at) INCLUDE" in str(before[0])
+            reader.rollback()
+        proc = run_cli("migrate", "--lock-timeout", "0.3s", "--lock-retries", "1", dsn=empty_dsn)
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        assert "0029_limited_claim_id_order" in proc.stdout, proc.stdout
+        assert "(kind, run_at, id) INCLUDE" in str(conn.execute(index).fetchone())
+        again = run_cli("migrate", dsn=empty_dsn)
+        assert again.returncode == 0 and "0029" not in again.stdout, again.stdout
+
+
+async def test_a_claim_of_two_limited_kinds_takes_each_kinds_jobs_in_line_as_why_says(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Fails before migration 0030: a claim of several limited kinds picked each kind's first
+    room.n jobs in (run_at, id) order, then kept `want` of them all ORDER BY priority DESC: a
+    job of higher priority second in its kind's line was taken while the first was left,
+    though why said the first was next (taken [b 1, a 4], a's line [3, 4]). 'b' has older
+    jobs; 'a' a batch whose second job has priority 9; want 2: a gives the head of its line."""
+    await sync_kind_limits(
+        aconn, S, [KindLimit("a", concurrency=10), KindLimit("b", concurrency=10)]
+    )
+    enqueue_many(conn, [{"kind": "b", "payload": {}}, {"kind": "b", "payload": {}}])
+    conn.execute("UPDATE jobs SET run_at = run_at - interval '1 minute'")  # b's are older
+    enqueue_many(conn, [{"kind": "a", "payload": {}}, {"kind": "a", "payload": {}, "priority": 9}])
+    a = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE kind = 'a' ORDER BY id")]
+    places = {}
+    for job_id in a:
+        answer = await explain(aconn, S, job_id)
+        assert answer is not None
+        places[job_id] = answer.position
+    assert [places[i] for i in a] == [1, 2]
+    got = await claim_limited(aconn, S, "w", ["a", "b"], 2)
+    taken_a = sorted(c[0] for c in got if c[1] == "a")
+    # Whatever the split between the kinds, what 'a' gives is the head of its line.
+    assert taken_a == a[: len(taken_a)], (got, a)
