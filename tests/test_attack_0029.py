@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+import pytest
 from apps.basic import LEDGER_DDL
 from test_attack_engine import spawn, stop, worker_argv
 from test_roles import _login
@@ -105,16 +106,44 @@ def test_0029_applied_under_running_workers_loses_and_repeats_no_job(
         assert peak <= 3, peak
 
 
-def test_concurrent_limited_claims_over_ties_take_each_job_once_within_the_limit(
-    dsn: str,
+# Which transaction claimed each job. A claim's xid is assigned when it locks the kind's row
+# (FOR UPDATE), which it holds to its commit, so xid order is the order the claims of a kind
+# ran in; locked_at (now(), the statement's start) is not.
+CLAIM_LOG = """
+CREATE TABLE claim_log (id bigint PRIMARY KEY, xid bigint NOT NULL);
+CREATE FUNCTION claim_logged() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO claim_log VALUES (NEW.id, txid_current());
+  RETURN NULL;
+END $$;
+CREATE TRIGGER claim_logged AFTER UPDATE OF locked_at ON jobs FOR EACH ROW
+  WHEN (OLD.locked_at IS NULL AND NEW.locked_at IS NOT NULL) EXECUTE FUNCTION claim_logged();
+"""
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        [KindLimit("a", concurrency=5)],
+        [KindLimit("a", concurrency=3, per_worker=1), KindLimit("b", concurrency=4)],
+    ],
+    ids=["one-kind", "two-kinds-per-worker"],
+)
+def test_concurrent_limited_claims_over_ties_take_each_job_once_in_line_within_the_limits(
+    dsn: str, limits: list[KindLimit]
 ) -> None:
-    """Six sessions claim one limited kind (concurrency 5) over 600 jobs of one enqueue_many
-    (some updated out of heap order, some with a cancel request, some exhausted), finishing
-    what they took: no job is taken twice, never more than 5 run, and each claimer's jobs come
-    in increasing id order (FIFO as far as SKIP LOCKED allows)."""
+    """Six sessions claim limited kinds (2 a claim) over 600 jobs of one enqueue_many (some
+    updated out of heap order, some with a cancel request, some exhausted), finishing what
+    they took before claiming again: no job is taken twice, no kind runs more than its limit
+    nor a claimer more than its per-worker limit, and as the kinds' rows serialise their
+    claims, each kind's jobs are taken in id order overall (by claiming transaction)."""
+    kinds = [k.kind for k in limits]
+    cap = {k.kind: k.concurrency for k in limits}
+    per_worker = {k.kind: k.per_worker for k in limits}
     with psycopg.connect(dsn, autocommit=True) as conn:
-        asyncio.run(_sync(dsn, [KindLimit("lim", concurrency=5)]))
-        enqueue_many(conn, [{"kind": "lim", "payload": {"n": n}} for n in range(600)])
+        asyncio.run(_sync(dsn, limits))
+        conn.execute(CLAIM_LOG)
+        enqueue_many(conn, [{"kind": kinds[n % len(kinds)], "payload": {}} for n in range(600)])
         ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
         conn.execute("UPDATE jobs SET priority = 5 WHERE id % 3 = 0")
         conn.execute("UPDATE jobs SET priority = 0 WHERE id % 3 = 0")
@@ -124,36 +153,40 @@ def test_concurrent_limited_claims_over_ties_take_each_job_once_within_the_limit
         conn.execute(
             "UPDATE jobs SET attempts = max_attempts WHERE id = ANY(%s)", (list(exhausted),)
         )
-    taken: dict[str, list[int]] = {}
-    peak = [0]
+    taken: list[int] = []
+    over: list[tuple[str, str, int]] = []
     errors: list[BaseException] = []
 
     def claimer(name: str) -> None:
         try:
             with psycopg.connect(dsn, autocommit=True) as c:
-                mine: list[int] = []
                 idle = 0
                 while idle < 40:
                     rows = c.execute(
-                        "SELECT id FROM jobtui_claim_limited(ARRAY['lim'], %s, 2, 0.01)"
+                        "SELECT id, kind FROM jobtui_claim_limited(%s, %s, 2, 0.01)"
                         " WHERE id IS NOT NULL",
-                        (name,),
+                        (kinds, name),
                     ).fetchall()
                     if not rows:
                         idle += 1
                         time.sleep(0.005)
                         continue
                     idle = 0
-                    got = sorted(r[0] for r in rows)
-                    mine.extend(got)
-                    n = c.execute(
-                        "SELECT count(*) FROM jobs WHERE locked_at IS NOT NULL"
-                        " AND finished_at IS NULL"
-                    ).fetchone()
-                    assert n is not None
-                    peak[0] = max(peak[0], n[0])
-                    c.execute("UPDATE jobs SET finished_at = now() WHERE id = ANY(%s)", (got,))
-                taken[name] = mine
+                    taken.extend(r[0] for r in rows)
+                    for kind in kinds:
+                        mine = sum(1 for r in rows if r[1] == kind)
+                        if per_worker[kind] is not None and mine > per_worker[kind]:
+                            over.append((name, kind, mine))
+                    for kind, n in c.execute(
+                        "SELECT kind, count(*) FROM jobs WHERE locked_at IS NOT NULL"
+                        " AND finished_at IS NULL GROUP BY kind"
+                    ).fetchall():
+                        if n > cap[kind]:
+                            over.append(("all", kind, n))
+                    c.execute(
+                        "UPDATE jobs SET finished_at = clock_timestamp() WHERE id = ANY(%s)",
+                        ([r[0] for r in rows],),
+                    )
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -163,12 +196,20 @@ def test_concurrent_limited_claims_over_ties_take_each_job_once_within_the_limit
     for t in threads:
         t.join(120)
     assert not errors, errors
-    every = [j for js in taken.values() for j in js]
-    assert len(every) == len(set(every))
-    assert set(every) == set(ids) - cancel - exhausted
-    assert peak[0] <= 5, peak
-    for name, js in taken.items():
-        assert js == sorted(js), name
+    assert over == []
+    assert len(taken) == len(set(taken))
+    assert set(taken) == set(ids) - cancel - exhausted
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for kind in kinds:
+            order = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT l.id FROM claim_log l JOIN jobs j ON j.id = l.id WHERE j.kind = %s"
+                    " ORDER BY l.xid, l.id",
+                    (kind,),
+                )
+            ]
+            assert order == sorted(order), kind
 
 
 async def _sync(dsn: str, limits: list[KindLimit]) -> None:
