@@ -1,5 +1,6 @@
-"""Attacks on migration 0029 (jobs_pending_kind on (kind, run_at, id), the limited claim's id
-order among jobs sharing a run_at) and on `why`'s place in line for a limited kind.
+"""Attacks on migration 0029 (the limited claim takes a kind's jobs in the claim order of every
+kind, priority DESC, run_at, id, through jobs_claim_kind) and on `why`'s place in line for a
+limited kind.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 from apps.basic import LEDGER_DDL
 from test_attack_engine import spawn, stop, worker_argv
+from test_claim_tie_order import places_and_turns
 from test_roles import _login
 
 from jobtui import enqueue_many
@@ -35,9 +37,9 @@ def test_0029_applied_under_running_workers_loses_and_repeats_no_job(
     empty_dsn: str, tmp_path: Path
 ) -> None:
     """A database at 0028, two real workers draining a limited kind (`capped`, 3 at once) and an
-    unlimited one (`free`), with a 1 s statement_timeout: 0029 is applied in a transaction that
-    holds jobs' ACCESS EXCLUSIVE lock for 2.5 s (a large table's index build). The workers ride
-    through (their claims time out and are tried again): every job runs once, the limit holds."""
+    unlimited one (`free`), with a 1 s statement_timeout: 0029 (CREATE OR REPLACE of the claim
+    function) is applied in a transaction held open 2.5 s after it. The workers ride through,
+    claiming with the old function until it commits: every job runs once, the limit holds."""
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         migrate(conn, S, up_to=28)
         conn.execute(LEDGER_DDL)
@@ -133,10 +135,11 @@ def test_concurrent_limited_claims_over_ties_take_each_job_once_in_line_within_t
     dsn: str, limits: list[KindLimit]
 ) -> None:
     """Six sessions claim limited kinds (2 a claim) over 600 jobs of one enqueue_many (some
-    updated out of heap order, some with a cancel request, some exhausted), finishing what
-    they took before claiming again: no job is taken twice, no kind runs more than its limit
-    nor a claimer more than its per-worker limit, and as the kinds' rows serialise their
-    claims, each kind's jobs are taken in id order overall (by claiming transaction)."""
+    updated out of heap order, some of a higher priority, some with a cancel request, some
+    exhausted), finishing what they took before claiming again: no job is taken twice, no kind
+    runs more than its limit nor a claimer more than its per-worker limit, and as the kinds'
+    rows serialise their claims, each kind's jobs are taken in claim order overall (by claiming
+    transaction): priority 2 first, then the rest in id order."""
     kinds = [k.kind for k in limits]
     cap = {k.kind: k.concurrency for k in limits}
     per_worker = {k.kind: k.per_worker for k in limits}
@@ -146,7 +149,8 @@ def test_concurrent_limited_claims_over_ties_take_each_job_once_in_line_within_t
         enqueue_many(conn, [{"kind": kinds[n % len(kinds)], "payload": {}} for n in range(600)])
         ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
         conn.execute("UPDATE jobs SET priority = 5 WHERE id % 3 = 0")
-        conn.execute("UPDATE jobs SET priority = 0 WHERE id % 3 = 0")
+        conn.execute("UPDATE jobs SET priority = 0 WHERE id % 3 = 0")  # set back, not HOT
+        conn.execute("UPDATE jobs SET priority = 2 WHERE id % 11 = 0")  # ahead in line
         cancel = set(ids[10::37])
         exhausted = set(ids[5::41]) - cancel
         conn.execute("UPDATE jobs SET cancel_requested = true WHERE id = ANY(%s)", (list(cancel),))
@@ -201,15 +205,13 @@ def test_concurrent_limited_claims_over_ties_take_each_job_once_in_line_within_t
     assert set(taken) == set(ids) - cancel - exhausted
     with psycopg.connect(dsn, autocommit=True) as conn:
         for kind in kinds:
-            order = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT l.id FROM claim_log l JOIN jobs j ON j.id = l.id WHERE j.kind = %s"
-                    " ORDER BY l.xid, l.id",
-                    (kind,),
-                )
-            ]
+            order = conn.execute(
+                "SELECT -j.priority, l.id FROM claim_log l JOIN jobs j ON j.id = l.id"
+                " WHERE j.kind = %s ORDER BY l.xid, -j.priority, l.id",
+                (kind,),
+            ).fetchall()
             assert order == sorted(order), kind
+            assert order[0][0] == -2, kind
 
 
 async def _sync(dsn: str, limits: list[KindLimit]) -> None:
@@ -221,9 +223,9 @@ async def test_why_places_agree_with_the_limited_claim_among_ties_of_mixed_prior
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
     """A limited kind's batch sharing a run_at, with priorities that differ, a retrying job
-    (attempts 1, due), an exhausted one and one with a cancel request among the ties: why's
-    place for each claimable job is the turn the claim (concurrency 1) takes it in; the others
-    have none."""
+    (attempts 1, due), an exhausted one and one with a cancel request among the ties: the claim
+    (concurrency 1) takes them priority first, then by id, and why's place for each claimable
+    job is the turn it is taken in; the others have none."""
     await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=1)])
     enqueue_many(conn, [{"kind": "lim", "payload": {"n": n}} for n in range(10)])
     ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
@@ -232,19 +234,8 @@ async def test_why_places_agree_with_the_limited_claim_among_ties_of_mixed_prior
     conn.execute("UPDATE jobs SET attempts = 1 WHERE id = %s", (ids[2],))  # a retry, due
     conn.execute("UPDATE jobs SET attempts = max_attempts WHERE id = %s", (ids[3],))
     conn.execute("UPDATE jobs SET cancel_requested = true WHERE id = %s", (ids[6],))
-    places: dict[int, int | None] = {}
-    for job_id in ids:
-        answer = await explain(aconn, S, job_id)
-        assert answer is not None
-        places[job_id] = answer.position
-    taken = []
-    while True:
-        got = await claim_limited(aconn, S, "w", ["lim"], 1)
-        if not got:
-            break
-        taken.append(got[0][0])
-        await aconn.execute("UPDATE jobs SET finished_at = now() WHERE id = %s", (got[0][0],))
-    assert taken == [i for i in ids if i not in (ids[3], ids[6])]
+    places, taken = await places_and_turns(aconn, ids)
+    assert taken == [*ids[5:6], *ids[7:], ids[0], ids[2], ids[4], ids[1]]
     assert [places[i] for i in taken] == list(range(1, len(taken) + 1))
     assert places[ids[3]] is None and places[ids[6]] is None
 
@@ -252,9 +243,9 @@ async def test_why_places_agree_with_the_limited_claim_among_ties_of_mixed_prior
 async def test_the_worker_role_granted_at_0028_still_claims_limited_kinds_after_0029(
     empty_dsn: str,
 ) -> None:
-    """`jobtui roles` run at 0028; 0029 recreates jobs_pending_kind and the claim function:
-    a login in the worker group declares limits (concurrency, rate) and claims them, in id
-    order, without any new grant."""
+    """`jobtui roles` run at 0028; 0029 recreates the claim function: a login in the worker
+    group declares limits (concurrency, rate) and claims them, in id order (one priority),
+    without any new grant."""
     p = f"t{uuid.uuid4().hex[:8]}_"
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         migrate(conn, S, up_to=28)
@@ -284,14 +275,12 @@ async def test_the_worker_role_granted_at_0028_still_claims_limited_kinds_after_
             conn.execute(drop_roles_sql(p))
 
 
-def test_jobtui_migrate_to_0029_behind_a_reader_gives_up_cleanly_then_applies(
-    empty_dsn: str,
-) -> None:
-    """A database at 0028; a session idles in a transaction that read `jobs`. `jobtui migrate`
-    (0.3 s lock timeout, 1 retry) gives up naming ACCESS EXCLUSIVE on jobs, with the old index
-    and function left as they were (the DROP INDEX rolled back); once the reader ends, the
-    same command applies 0029 alone, and a second run applies nothing."""
-    from test_cli_support import assert_one_error, run_cli
+def test_jobtui_migrate_to_0029_behind_a_reader_applies_at_once(empty_dsn: str) -> None:
+    """A database at 0028; a session idles in a transaction that read `jobs` and called the
+    limited claim. 0029 replaces the function only and takes no lock on jobs: `jobtui migrate`
+    (0.3 s lock timeout, 1 retry) applies it behind that reader, jobs_pending_kind is left as
+    it was, and a second run applies nothing."""
+    from test_cli_support import run_cli
 
     index = "SELECT pg_get_indexdef('jobs_pending_kind'::regclass)"
     fn = "SELECT md5(prosrc) FROM pg_proc WHERE proname = 'jobtui_claim_limited'"
@@ -300,31 +289,28 @@ def test_jobtui_migrate_to_0029_behind_a_reader_gives_up_cleanly_then_applies(
         before = conn.execute(index).fetchone(), conn.execute(fn).fetchone()
         with psycopg.connect(empty_dsn) as reader:
             reader.execute("SELECT count(*) FROM jobs")
+            reader.execute("SELECT * FROM jobtui_claim_limited(ARRAY['k'], 'r', 1, 1.0)")
             proc = run_cli(
                 "migrate", "--lock-timeout", "0.3s", "--lock-retries", "1", dsn=empty_dsn
             )
-            assert_one_error(
-                proc, 75, "ACCESS EXCLUSIVE on jobs", "nothing was applied", "idle in transaction"
-            )
-            assert (conn.execute(index).fetchone(), conn.execute(fn).fetchone()) == before
-            assert "(kind, run_at) INCLUDE" in str(before[0])
+            assert proc.returncode == 0, (proc.stdout, proc.stderr)
+            assert "0029_limited_claim_in_claim_order" in proc.stdout, proc.stdout
             reader.rollback()
-        proc = run_cli("migrate", "--lock-timeout", "0.3s", "--lock-retries", "1", dsn=empty_dsn)
-        assert proc.returncode == 0, (proc.stdout, proc.stderr)
-        assert "0029_limited_claim_id_order" in proc.stdout, proc.stdout
-        assert "(kind, run_at, id) INCLUDE" in str(conn.execute(index).fetchone())
+        assert conn.execute(index).fetchone() == before[0]
+        assert conn.execute(fn).fetchone() != before[1]
         again = run_cli("migrate", dsn=empty_dsn)
         assert again.returncode == 0 and "0029" not in again.stdout, again.stdout
 
 
-async def test_a_claim_of_two_limited_kinds_takes_each_kinds_jobs_in_line_as_why_says(
+async def test_a_claim_of_two_limited_kinds_keeps_each_kinds_line_priority_then_age(
     aconn: psycopg.AsyncConnection, conn: psycopg.Connection
 ) -> None:
-    """Fails before migration 0030: a claim of several limited kinds picked each kind's first
-    room.n jobs in (run_at, id) order, then kept `want` of them all ORDER BY priority DESC: a
-    job of higher priority second in its kind's line was taken while the first was left,
-    though why said the first was next (taken [b 1, a 4], a's line [3, 4]). 'b' has older
-    jobs; 'a' a batch whose second job has priority 9; want 2: a gives the head of its line."""
+    """The case 0030 (folded into 0029 and dropped) was written for: a claim of several limited
+    kinds picks each kind's first room.n jobs, then keeps `want` of them all. The pick and the
+    keep are now one order (priority DESC, run_at, id), so what a kind gives is the head of its
+    line, and across kinds priority goes first, then age. 'b' has two older jobs; 'a' a batch
+    [3, 4] whose 4 has priority 9. want 2: [a 4, b 1]; want 2 again: [b 2, a 3] (b 2 older).
+    why's places (a: 4 then 3; b: 1 then 2) are the kinds' turns."""
     await sync_kind_limits(
         aconn, S, [KindLimit("a", concurrency=10), KindLimit("b", concurrency=10)]
     )
@@ -332,13 +318,35 @@ async def test_a_claim_of_two_limited_kinds_takes_each_kinds_jobs_in_line_as_why
     conn.execute("UPDATE jobs SET run_at = run_at - interval '1 minute'")  # b's are older
     enqueue_many(conn, [{"kind": "a", "payload": {}}, {"kind": "a", "payload": {}, "priority": 9}])
     a = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE kind = 'a' ORDER BY id")]
+    b = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE kind = 'b' ORDER BY id")]
     places = {}
-    for job_id in a:
+    for job_id in a + b:
         answer = await explain(aconn, S, job_id)
         assert answer is not None
         places[job_id] = answer.position
-    assert [places[i] for i in a] == [1, 2]
-    got = await claim_limited(aconn, S, "w", ["a", "b"], 2)
-    taken_a = sorted(c[0] for c in got if c[1] == "a")
-    # Whatever the split between the kinds, what 'a' gives is the head of its line.
-    assert taken_a == a[: len(taken_a)], (got, a)
+    assert [places[i] for i in (a[1], a[0], b[0], b[1])] == [1, 2, 1, 2]
+    first = await claim_limited(aconn, S, "w", ["a", "b"], 2)
+    assert sorted((c[1], c[0]) for c in first) == [("a", a[1]), ("b", b[0])], first
+    second = await claim_limited(aconn, S, "w", ["a", "b"], 2)
+    assert sorted((c[1], c[0]) for c in second) == [("a", a[0]), ("b", b[1])], second
+
+
+async def test_a_claim_of_two_limited_kinds_with_room_for_one_takes_priority_then_age(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """want 1 over two kinds with room: the job first in the one claim order of both kinds'
+    lines. Here 'b' is older but 'a' has priority 1: a's head goes; then b's (older than a's
+    next of priority 0)."""
+    await sync_kind_limits(
+        aconn, S, [KindLimit("a", concurrency=10), KindLimit("b", concurrency=10)]
+    )
+    enqueue_many(conn, [{"kind": "b", "payload": {}}])
+    conn.execute("UPDATE jobs SET run_at = run_at - interval '1 minute'")
+    enqueue_many(conn, [{"kind": "a", "payload": {}}, {"kind": "a", "payload": {}, "priority": 1}])
+    ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
+    taken = []
+    for _ in ids:
+        got = await claim_limited(aconn, S, "w", ["a", "b"], 1)
+        assert len(got) == 1, got
+        taken.append(got[0][0])
+    assert taken == [ids[2], ids[0], ids[1]]
