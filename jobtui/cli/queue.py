@@ -42,10 +42,7 @@ def register(commands: Commands) -> None:
     p.add_argument("--run-at", metavar="ISO8601", help="run at this time (with a UTC offset)")
     p.add_argument("--max-attempts", type=positive_int, default=None)
     p.add_argument(
-        "--priority",
-        type=int,
-        default=None,
-        help="higher runs first, except in a kind with a limit: oldest first there (default 0)",
+        "--priority", type=int, default=None, help="higher runs first, in every kind (default 0)"
     )
 
 
