@@ -17,12 +17,24 @@
 -- unlimited kinds) in its own order and stops after room.n rows, with no Sort over the kind's
 -- line. The outer ORDER BY is the same order, so each kind's picks are a prefix of its line in
 -- it and the outer LIMIT keeps a prefix of each: the head of every kind's line is taken
--- first. Like worker_claim, the walk steps over not-yet-due rows of a higher priority (a
--- filter, run_at <= now(), not an index bound).
+-- first. Like worker_claim, the walk steps over not-yet-due rows of a higher priority
+-- (run_at <= now() is tested on the index entries, not a bound of the range).
+--
+-- Measured (2 cores, load 1.4-3.0; schema at 0028 and main's first 0029, which walked
+-- jobs_pending_kind rebuilt on (kind, run_at, id), vs this one, interleaved): in-server, a
+-- claim of 5 among 20,000 ties of one kind, 1,050/1,066 us a call vs 1,056/1,066 (0028) and
+-- 1,019/1,045 (first 0029), medians of 5x400 calls; benchmarks/limits_claim.py (--runs 3
+-- --seconds 5, three rounds) the kind limited to 5 at 159/150/172 jobs/s vs 181/168/167, the
+-- unlimited one beside it 8,436/7,733/9,235 vs 9,382/8,745/8,426: noise of the same size as
+-- the differences. The cost is rows of a higher priority that are not due yet, which the walk
+-- steps over (index entries only, as worker_claim's does: 137 buffers for 10,000 of them in
+-- auto_explain): 10,000 took a claim from 0.94-0.99 ms to 1.56-1.57 ms, 100,000 to 5.9-6.4 ms
+-- (about 50 ns an entry).
 --
 -- The function only: no table or index change, so the migration takes no lock on jobs.
 
--- 0026's function with one change: both ORDER BYs are worker_claim's order.
+-- 0026's function with one change: the pick orders by (x.kind, x.priority DESC, x.run_at,
+-- x.id), jobs_claim_kind's order and that of the outer ORDER BY.
 CREATE OR REPLACE FUNCTION __schema__.jobtui_claim_limited(
   p_kinds text[], p_worker text, p_want int, p_full_poll_s float8
 ) RETURNS TABLE (id bigint, kind text, attempts int, max_attempts int, wait_s float8)
