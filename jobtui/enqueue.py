@@ -191,9 +191,10 @@ def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> A
     """Enqueue one job and return its id, an `Enqueued` (an int with `.created`).
 
     Options: `run_at` (aware datetime), `delay` (timedelta), `max_attempts` (≥ 1),
-    `priority` (higher runs first), `unique_key` (at most one unfinished job per kind and key;
-    when one exists its id comes back with `created` False), `unique_window` (timedelta: also
-    count jobs of the key finished within it), `schema` (else JOBTUI_SCHEMA, else `public`).
+    `priority` (higher runs first, in every kind: a limit bounds how many run, not the order),
+    `unique_key` (at most one unfinished job per kind and key; when one exists its id comes
+    back with `created` False), `unique_window` (timedelta: also count jobs of the key finished
+    within it), `schema` (else JOBTUI_SCHEMA, else `public`).
     A payload of None is stored as `{}`.
     """
     schema = resolve_schema(options.pop("schema", None))

@@ -280,7 +280,6 @@ async def _pending(
         {
             "kind": kind,
             "id": job["id"],
-            "limited": bool(job["limited"]),
             "run_at": job["run_at"],
             "priority": job["priority"],
         },

@@ -290,7 +290,7 @@ async def test_limited_claim_reads_only_its_own_kind_of_a_large_backlog(
     scans = [n for n in nodes if n.get("Relation Name") == "jobs"]
     assert scans
     assert all(n.get("Rows Removed by Filter", 0) < 100 for n in scans), scans
-    assert any(n.get("Index Name") == "jobs_pending_kind" for n in scans)
+    assert any(n.get("Index Name") == "jobs_claim_kind" for n in scans)
 
 
 async def test_per_kind_fast_claim_leaves_out_limited_and_paused_kinds_in_claim_order(

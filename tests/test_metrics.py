@@ -249,8 +249,7 @@ async def test_rate_window_longer_than_the_history(
 
 def test_pending_kind_index_covers_the_counted_columns(conn: psycopg.Connection) -> None:
     """Migrations 0003/0013/0020: the per-kind oldest ready row reads its columns from the
-    index alone; since 0020 the index holds waiting rows only (locked_at is its predicate);
-    since 0029 id is its last key column (the limited claim's order among a run_at's ties)."""
+    index alone; since 0020 the index holds waiting rows only (locked_at is its predicate)."""
     row = conn.execute(
         """SELECT pg_get_indexdef(i.indexrelid)
            FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
@@ -258,7 +257,7 @@ def test_pending_kind_index_covers_the_counted_columns(conn: psycopg.Connection)
     ).fetchone()
     assert row is not None
     assert (
-        "(kind, run_at, id) INCLUDE (attempts, max_attempts)"
+        "(kind, run_at) INCLUDE (attempts, max_attempts)"
         " WHERE ((finished_at IS NULL) AND (locked_at IS NULL))" in row[0]
     )
 

@@ -5,9 +5,9 @@ its kind, before why_position read an index range from the head of the line to t
 
 20,000 due rows of one kind beside rows that are not in line (of a higher priority but not due,
 exhausted by the row's limit or a handler's, cancel-requested, running, finished, of another
-kind): each position equals a plain count in the claim's order (worker_claim's for an unlimited
-kind, limits_claim's for a limited one), and the job at the head of the line is placed by
-reading a handful of buffers.
+kind): each position equals a plain count in the claim's order (worker_claim's, which the
+limited claim follows too since migration 0029), and the job at the head of the line is placed
+by reading a handful of buffers.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import pytest
 from test_housekeeping_scale import _most_buffers
 from test_tui_actions import head, open_detail, text_of
 from test_tui_console import config, until
@@ -30,16 +29,15 @@ Q = queries("public")
 DUE = 20_000
 HEAD_MAX_BUFFERS = 50  # the whole line: ~1,000 heap pages and ~100 index pages
 
-# Claimable rows of the kind in each claim order, numbered: the reference.
+# Claimable rows of the kind in claim order, numbered: the reference.
 REF = """
-SELECT x.id, row_number() OVER (ORDER BY {order}) AS position
+SELECT x.id, row_number() OVER (ORDER BY x.priority DESC, x.run_at, x.id) AS position
 FROM jobs x
 WHERE x.kind = %(kind)s AND x.finished_at IS NULL AND x.locked_at IS NULL
   AND x.run_at <= now() AND NOT x.cancel_requested
   AND x.attempts < coalesce((SELECT h.max_attempts FROM kind_handlers h
                              WHERE h.kind = x.kind), x.max_attempts)
 """
-ORDERS = {False: "x.priority DESC, x.run_at, x.id", True: "x.run_at, x.id"}
 
 
 def _populate(conn: psycopg.Connection, kind: str) -> None:
@@ -65,16 +63,13 @@ def _populate(conn: psycopg.Connection, kind: str) -> None:
     conn.execute("ANALYZE jobs")
 
 
-def _params(conn: psycopg.Connection, job_id: int, limited: bool) -> dict[str, Any]:
+def _params(conn: psycopg.Connection, job_id: int) -> dict[str, Any]:
     row = conn.execute("SELECT kind, run_at, priority FROM jobs WHERE id = %s", (job_id,))
     kind, run_at, priority = row.fetchone() or (None, None, None)
-    return {"kind": kind, "id": job_id, "limited": limited, "run_at": run_at, "priority": priority}
+    return {"kind": kind, "id": job_id, "run_at": run_at, "priority": priority}
 
 
-@pytest.mark.parametrize("limited", [False, True], ids=["claim_order", "limited_order"])
-def test_positions_are_exact_and_the_head_reads_few_buffers(
-    conn: psycopg.Connection, limited: bool
-) -> None:
+def test_positions_are_exact_and_the_head_reads_few_buffers(conn: psycopg.Connection) -> None:
     _populate(conn, "mail")
     # A handler's lower limit makes the rows with 3 attempts exhausted too.
     conn.execute(
@@ -82,14 +77,14 @@ def test_positions_are_exact_and_the_head_reads_few_buffers(
         " declared_by) VALUES ('mail', 3, 1, 60, 'test')"
     )
     ref = dict(
-        conn.execute(REF.format(order=ORDERS[limited]), {"kind": "mail"}).fetchall()  # type: ignore[arg-type]
+        conn.execute(REF, {"kind": "mail"}).fetchall()  # type: ignore[arg-type]
     )
     assert len(ref) == DUE * 3 // 4  # attempts 3 of every fourth row: exhausted by the handler
     by_place = sorted(ref, key=lambda i: ref[i])
     for job_id in [by_place[0], by_place[1], by_place[150], by_place[-1]]:
-        row = conn.execute(Q.why_position, _params(conn, job_id, limited)).fetchone()
+        row = conn.execute(Q.why_position, _params(conn, job_id)).fetchone()
         assert row is not None and row[0] == ref[job_id], job_id
-    head = _params(conn, by_place[0], limited)
+    head = _params(conn, by_place[0])
     conn.execute(Q.why_position, head)  # the catalogue reads of a first call stay out
     plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + Q.why_position, head)
     touched = _most_buffers(plan.fetchone()[0][0]["Plan"])  # type: ignore[index]
@@ -101,7 +96,7 @@ async def test_explain_places_the_head_of_a_long_line_first(
 ) -> None:
     """Through `why.explain`, as the job detail asks it."""
     _populate(conn, "mail")
-    ref = conn.execute(REF.format(order=ORDERS[False]) + " ORDER BY 2 LIMIT 2", {"kind": "mail"})
+    ref = conn.execute(REF + " ORDER BY 2 LIMIT 2", {"kind": "mail"})
     (first, _), (second, _) = ref.fetchall()
     answers = [await explain(aconn, "public", job_id) for job_id in (first, second)]
     assert [a.position if a else None for a in answers] == [1, 2]
@@ -111,7 +106,7 @@ async def test_job_detail_says_the_place_in_a_long_line(dsn: str, conn: psycopg.
     """The console's job detail (Pilot, real database) on the head of the line and on a job
     150 rows behind it, among 20,000 due rows of the kind."""
     _populate(conn, "mail")
-    ref = conn.execute(REF.format(order=ORDERS[False]) + " ORDER BY 2", {"kind": "mail"})
+    ref = conn.execute(REF + " ORDER BY 2", {"kind": "mail"})
     by_place = [job_id for job_id, _ in ref.fetchall()]
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=(120, 40)) as pilot:
@@ -124,10 +119,7 @@ async def test_job_detail_says_the_place_in_a_long_line(dsn: str, conn: psycopg.
             await until(pilot, lambda: not isinstance(app.screen, DetailScreen))
 
 
-@pytest.mark.parametrize("limited", [False, True], ids=["claim_order", "limited_order"])
-def test_positions_at_the_ends_of_the_priority_range(
-    conn: psycopg.Connection, limited: bool
-) -> None:
+def test_positions_at_the_ends_of_the_priority_range(conn: psycopg.Connection) -> None:
     """Priorities are plain ints: the lowest and the highest ones, beside rows that share one
     run_at, are placed as the plain count says. The form before cc49664 negated the priority
     (`-x.priority`) and failed with "integer out of range" for every job of a kind that had a
@@ -138,9 +130,9 @@ def test_positions_at_the_ends_of_the_priority_range(
         " FROM unnest(ARRAY[-2147483648, 2147483647, 0, -2147483648, 2147483647, 0]) p"
     )
     ref = dict(
-        conn.execute(REF.format(order=ORDERS[limited]), {"kind": "mail"}).fetchall()  # type: ignore[arg-type]
+        conn.execute(REF, {"kind": "mail"}).fetchall()  # type: ignore[arg-type]
     )
     assert len(ref) == 6
     for job_id, place in ref.items():
-        row = conn.execute(Q.why_position, _params(conn, job_id, limited)).fetchone()
+        row = conn.execute(Q.why_position, _params(conn, job_id)).fetchone()
         assert row is not None and row[0] == place, job_id

@@ -350,6 +350,7 @@ CREATE INDEX jobs_claim ON __schema__.jobs (priority DESC, run_at, id)
 -- The fast claim of a worker that also handles a limited kind walks each of its unlimited
 -- kinds on its own, in claim order: walking jobs_claim it would step over every ready row of
 -- a kind left out of its list (100,000 such rows took a claim of 50 from 3.6 ms to 27 ms).
+-- Since migration 0029 the limited kinds' claim (jobtui_claim_limited) walks it too.
 CREATE INDEX jobs_claim_kind ON __schema__.jobs (kind, priority DESC, run_at, id)
   WHERE finished_at IS NULL AND locked_at IS NULL;
 -- The article's index, under its own name, for the article's claim (`where finished_at is null
@@ -360,8 +361,8 @@ DROP INDEX IF EXISTS __schema__.jobs_pending;
 CREATE INDEX jobs_pending ON __schema__.jobs (run_at)
   WHERE finished_at IS NULL AND locked_at IS NULL;
 -- Per kind in run_at order: the per-kind oldest ready row, the per-kind counts (an index-only
--- scan, attempts and max_attempts included to tell `exhausted` rows) and the limited kinds'
--- claim (jobtui_claim_limited).
+-- scan, attempts and max_attempts included to tell `exhausted` rows) and, until migration
+-- 0029, the limited kinds' claim (jobtui_claim_limited).
 CREATE INDEX jobs_pending_kind ON __schema__.jobs (kind, run_at)
   INCLUDE (attempts, max_attempts)
   WHERE finished_at IS NULL AND locked_at IS NULL;
@@ -460,7 +461,8 @@ $fn$;
 -- longer limited), wait_s NULL.
 -- Running jobs are counted in one pass over the small partial index of running jobs; ready
 -- rows are taken per kind in run_at order through jobs_pending_kind (the kind matched as a
--- one-value range so the planner keeps to that index).
+-- one-value range so the planner keeps to that index; since migration 0029 in claim order,
+-- priority first, through jobs_claim_kind).
 CREATE FUNCTION __schema__.jobtui_claim_limited(
   p_kinds text[], p_worker text, p_want int, p_full_poll_s float8
 ) RETURNS TABLE (id bigint, kind text, attempts int, max_attempts int, wait_s float8)

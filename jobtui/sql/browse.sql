@@ -198,7 +198,7 @@ SELECT 1 FROM __job_phase__ j WHERE __job_where__ AND __job_text__ LIMIT %(cap)s
 
 -- name: browse_oldest_ready_job
 -- The ready job that has waited longest (of one kind, or of all): the console's `o`. One probe
--- of an index on unfinished rows in run_at order: jobs_pending_kind (kind, run_at, id) for a kind,
+-- of an index on unfinished rows in run_at order: jobs_pending_kind (kind, run_at) for a kind,
 -- jobs_pending (run_at) for all kinds (jobs_claim leads with priority, not run_at); ahead of
 -- the first ready entry are only running and exhausted rows. EXPLAIN at 2.35M rows
 -- (benchmarks/scale.py): an index scan of either and an incremental sort on id, 0.1 ms.

@@ -88,7 +88,7 @@ ORDER BY k.kind
 
 -- name: metrics_oldest_ready
 -- Each kind's oldest ready row: the first entry of its range of jobs_pending_kind (kind,
--- run_at, id) that is unlocked and may still run (INCLUDE columns, so no heap visit for the test
+-- run_at) that is unlocked and may still run (INCLUDE columns, so no heap visit for the test
 -- while the page is all-visible). Ahead of it are only running and exhausted rows.
 SELECT k.kind, extract(epoch FROM now() - o.run_at)::float8 AS oldest_ready_age_s
 FROM unnest(%(kinds)s::text[]) k(kind)

@@ -59,36 +59,28 @@ WHERE r.kind >= %(kind)s AND r.kind <= %(kind)s
 
 -- name: why_position
 -- The job's place in line for its kind: claimable jobs of the kind that a claim takes before
--- it, plus one. Claim order is worker_claim's (priority DESC, run_at, id) for an unlimited
--- kind and limits_claim's (run_at, id) for a limited one: that claim walks jobs_pending_kind
--- (kind, run_at, id), so jobs sharing a run_at (one enqueue_many) are taken in id order too
--- (migration 0029) and the place said is exact among them. Claimable as those claims say:
--- unlocked, unfinished, due, attempts left (jobtui_max_attempts), no cancel request.
--- Each branch is one range of an index in that order, from the head of the kind's line to the
--- job (jobs_claim_kind: higher priorities, then its own priority before it; jobs_pending_kind
--- for a limited kind), so the read grows with the job's place, not with the kind's waiting
--- rows: one row-wise comparison over the whole line (a CASE of both orders) read every due row
--- of the kind (10,000 of them: 15-57 ms of each job detail at position 1, benchmarks/
--- console_scale.py; now 0.05 ms there, 7-15 ms at position 5,000-10,000). The kind is
--- matched with `=` so that the priority and run_at bound the scan (a range of the kind would
--- leave them as filters). Only one order's branches run: the others' gate is a one-time
--- filter.
+-- it, plus one. Claim order is worker_claim's (priority DESC, run_at, id) for every kind:
+-- jobtui_claim_limited takes a limited kind's jobs in that order too (migration 0029; a limit
+-- bounds how many run, not which goes first), FIFO by id among equal priority and run_at.
+-- Claimable as those claims say: unlocked, unfinished, due, attempts left
+-- (jobtui_max_attempts), no cancel request.
+-- Each branch is one range of jobs_claim_kind, in that order, from the head of the kind's
+-- line to the job (higher priorities, then its own priority before it), so the read grows with
+-- the job's place, not with the kind's waiting rows: one row-wise comparison over the whole
+-- line read every due row of the kind (10,000 of them: 15-57 ms of each job detail at position
+-- 1, benchmarks/console_scale.py; now 0.05 ms there, 7-15 ms at position 5,000-10,000). The
+-- kind is matched with `=` so that the priority and run_at bound the scan (a range of the kind
+-- would leave them as filters).
 SELECT count(*) + 1 AS position
 FROM (SELECT x.run_at, x.attempts, x.kind, x.max_attempts, x.cancel_requested
       FROM __schema__.jobs x
-      WHERE NOT %(limited)s AND x.kind = %(kind)s
+      WHERE x.kind = %(kind)s
         AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.priority > %(priority)s
       UNION ALL
       SELECT x.run_at, x.attempts, x.kind, x.max_attempts, x.cancel_requested
       FROM __schema__.jobs x
-      WHERE NOT %(limited)s AND x.kind = %(kind)s
+      WHERE x.kind = %(kind)s
         AND x.finished_at IS NULL AND x.locked_at IS NULL AND x.priority = %(priority)s
-        AND (x.run_at, x.id) < (%(run_at)s::timestamptz, %(id)s::bigint)
-      UNION ALL
-      SELECT x.run_at, x.attempts, x.kind, x.max_attempts, x.cancel_requested
-      FROM __schema__.jobs x
-      WHERE %(limited)s AND x.kind = %(kind)s
-        AND x.finished_at IS NULL AND x.locked_at IS NULL
         AND (x.run_at, x.id) < (%(run_at)s::timestamptz, %(id)s::bigint)) x
 WHERE x.run_at <= now() AND NOT x.cancel_requested
   AND x.attempts < __schema__.jobtui_max_attempts((SELECT __schema__.jobtui_attempt_limits()),

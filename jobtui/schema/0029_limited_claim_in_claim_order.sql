@@ -1,39 +1,40 @@
--- The limited kinds' claim takes jobs that share a run_at in id order, as the unlimited claim
--- (worker_claim, jobs_claim (priority DESC, run_at, id)) always did.
+-- The limited kinds' claim takes a kind's jobs in the claim order of every kind, worker_claim's
+-- (priority DESC, run_at, id): a higher priority runs first whether or not its kind has a
+-- limit. A limit (concurrency, per worker, rate) bounds how many of a kind run, never which
+-- of them runs next; among jobs of one priority and one run_at (one enqueue_many batch) the
+-- lowest id goes first (FIFO).
 --
--- One enqueue_many batch gets one now(): every job of it shares a run_at. jobtui_claim_limited
--- picked a kind's rows `ORDER BY x.kind, x.run_at` through jobs_pending_kind (kind, run_at), so
--- among those ties it took them in the index's order, which is the heap's: a row updated since
--- its INSERT (a priority changed and set back, a retry, a release) had its new version, and its
--- new index entry, after the rest of its batch and was taken after jobs enqueued behind it; and
--- `jobtui jobs why` (why_position, which counts in (run_at, id) order) gave it a place off by
--- as many as shared its run_at.
+-- jobtui_claim_limited picked each kind's first room.n ready rows `ORDER BY x.kind, x.run_at`
+-- through jobs_pending_kind (kind, run_at): oldest first whatever the priority, and among
+-- ties on run_at in the index's (heap) order, so a row updated since its INSERT went after the
+-- rest of its batch. Then it kept p_want of all the kinds' picks ORDER BY priority DESC,
+-- run_at, id, an order the per-kind pick did not follow: a priority counted only for a job
+-- that happened to fall within its kind's first room.n, and with more picked than p_want a
+-- higher-priority job further down a kind's line went ahead of the first.
 --
--- jobs_pending_kind now holds id as its last key column, under the same name, with the same
--- INCLUDE and predicate (its other readers, the per-kind oldest ready row and counts, read its
--- (kind, run_at) prefix as before), and the claim's pick orders by (x.kind, x.run_at, x.id):
--- the index's own order, so the pick still walks the index and stops after room.n rows, with no
--- Sort node over a batch of 20,000 ties. why_position's range for a limited kind,
--- `kind = $1 AND (run_at, id) < ($2, $3)`, is now one index range to the job.
+-- Now the pick walks jobs_claim_kind (kind, priority DESC, run_at, id) WHERE finished_at IS
+-- NULL AND locked_at IS NULL (the baseline's; worker_claim_per_kind walks it for the
+-- unlimited kinds) in its own order and stops after room.n rows, with no Sort over the kind's
+-- line. The outer ORDER BY is the same order, so each kind's picks are a prefix of its line in
+-- it and the outer LIMIT keeps a prefix of each: the head of every kind's line is taken
+-- first. Like worker_claim, the walk steps over not-yet-due rows of a higher priority
+-- (run_at <= now() is tested on the index entries, not a bound of the range).
 --
--- Measured (2 cores, load 1.3-2.8, schema at 0028 vs 0029, interleaved): a claim of 5 among
--- 100,000 ties, in-server, 2,226-2,475 us a call vs 2,289-2,299 (medians of 5x400 calls); an
--- enqueue_many of 20,000 158-163 ms vs 159 ms (medians of 5); benchmarks/limits_claim.py
--- (--runs 3 --seconds 5) the limited kind 186/171 jobs/s vs 187/183, the unlimited one beside
--- it 9,574/9,244 vs 9,336/9,373. The index is larger by the id: 3.66 -> 4.76 MiB at 100,000
--- waiting rows of one kind.
+-- Measured (2 cores, load 1.4-3.0; schema at 0028 and main's first 0029, which walked
+-- jobs_pending_kind rebuilt on (kind, run_at, id), vs this one, interleaved): in-server, a
+-- claim of 5 among 20,000 ties of one kind, 1,050/1,066 us a call vs 1,056/1,066 (0028) and
+-- 1,019/1,045 (first 0029), medians of 5x400 calls; benchmarks/limits_claim.py (--runs 3
+-- --seconds 5, three rounds) the kind limited to 5 at 159/150/172 jobs/s vs 181/168/167, the
+-- unlimited one beside it 8,436/7,733/9,235 vs 9,382/8,745/8,426: noise of the same size as
+-- the differences. The cost is rows of a higher priority that are not due yet, which the walk
+-- steps over (index entries only, as worker_claim's does: 137 buffers for 10,000 of them in
+-- auto_explain): 10,000 took a claim from 0.94-0.99 ms to 1.56-1.57 ms, 100,000 to 5.9-6.4 ms
+-- (about 50 ns an entry).
 --
--- DROP INDEX takes ACCESS EXCLUSIVE on jobs and holds it until the migration commits, so the
--- CREATE INDEX's build (it reads the table; only waiting rows enter the index: 1.1 s for the
--- whole migration at 1,000,000 waiting rows) blocks readers and writers for that long;
--- `jobtui migrate` bounds the wait for the lock (LockWait) and tries again after a back-off.
-DROP INDEX __schema__.jobs_pending_kind;
-CREATE INDEX jobs_pending_kind ON __schema__.jobs (kind, run_at, id)
-  INCLUDE (attempts, max_attempts)
-  WHERE finished_at IS NULL AND locked_at IS NULL;
+-- The function only: no table or index change, so the migration takes no lock on jobs.
 
--- 0026's function with one change: `pick` orders each kind's rows by (x.kind, x.run_at, x.id),
--- jobs_pending_kind's order, so jobs sharing a run_at are taken in id order (FIFO).
+-- 0026's function with one change: the pick orders by (x.kind, x.priority DESC, x.run_at,
+-- x.id), jobs_claim_kind's order and that of the outer ORDER BY.
 CREATE OR REPLACE FUNCTION __schema__.jobtui_claim_limited(
   p_kinds text[], p_worker text, p_want int, p_full_poll_s float8
 ) RETURNS TABLE (id bigint, kind text, attempts int, max_attempts int, wait_s float8)
@@ -90,7 +91,7 @@ BEGIN
         AND x.attempts < __schema__.jobtui_max_attempts((SELECT m FROM am), x.kind,
                                                          x.max_attempts)
         AND NOT x.cancel_requested
-      ORDER BY x.kind, x.run_at, x.id
+      ORDER BY x.kind, x.priority DESC, x.run_at, x.id
       LIMIT room.n
       FOR UPDATE OF x SKIP LOCKED) c
     ORDER BY c.priority DESC, c.run_at, c.id
