@@ -5,16 +5,23 @@ kind under a flood of higher priorities, why and the Jobs tab against the claim.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from apps.helpers import running_worker, wait_until
+from test_claim_tie_order import places_and_turns
 
 from benchmarks.article import ARTICLE_DDL
-from jobtui import enqueue
+from jobtui import enqueue, enqueue_many
+from jobtui.browse import list_jobs
+from jobtui.limits import KindLimit, sync_kind_limits
+from jobtui.models import JobFilter
 from jobtui.registry import Registry
 from jobtui.schema import MigrationRefused, migrate
+
+S = "public"
 
 
 @pytest.mark.parametrize(
@@ -70,3 +77,42 @@ async def test_a_worker_with_one_slot_fills_it_from_its_limited_kind_first_whate
     async with running_worker(dsn, reg, concurrency=1):
         await wait_until(lambda: len(ran) == 4, what="4 jobs run")
     assert ran == ["lim", "lim", "free", "free"], ran
+
+
+async def test_extreme_priorities_of_a_limited_kind_agree_in_claim_why_and_the_jobs_tab(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """The int range's ends, 0 and -1 in one batch of a limited kind (concurrency 1), with a job
+    of priority 2147483647 due in an hour (passed over) and an exhausted one: the Jobs tab's
+    `state:ready` listing, paged two at a time (its cursor compares priorities), why's places
+    and the claim's turns are one order."""
+    top, bottom = 2**31 - 1, -(2**31)
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=1)])
+    prios = [0, bottom, top, -1, top, bottom, 0]
+    enqueue_many(conn, [{"kind": "lim", "payload": {}, "priority": p} for p in prios])
+    ids = [r[0] for r in conn.execute("SELECT id FROM jobs ORDER BY id")]
+    enqueue_many(
+        conn,
+        [
+            {"kind": "lim", "payload": {}, "priority": top, "delay": timedelta(hours=1)},
+            {"kind": "lim", "payload": {}, "priority": top},
+        ],
+    )
+    later = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE id > %s ORDER BY id", (ids[-1],))]
+    conn.execute("UPDATE jobs SET attempts = max_attempts WHERE id = %s", (later[1],))
+    expected = [ids[2], ids[4], ids[0], ids[6], ids[3], ids[1], ids[5]]
+    listed: list[int] = []
+    before = None
+    while True:
+        page = await list_jobs(
+            aconn, S, JobFilter(states=("ready",), kind="lim"), before=before, limit=2
+        )
+        listed += [r.id for r in page.rows]
+        if page.next_before is None:
+            break
+        before = page.next_before
+    assert listed == expected
+    places, taken = await places_and_turns(aconn, [*ids, *later])
+    assert taken == expected
+    assert [places[i] for i in expected] == list(range(1, 8))
+    assert places[later[0]] is None and places[later[1]] is None
