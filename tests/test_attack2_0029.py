@@ -16,7 +16,7 @@ from test_claim_tie_order import places_and_turns
 from benchmarks.article import ARTICLE_DDL
 from jobtui import enqueue, enqueue_many
 from jobtui.browse import list_jobs
-from jobtui.limits import KindLimit, sync_kind_limits
+from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
 from jobtui.models import JobFilter
 from jobtui.registry import Registry
 from jobtui.schema import MigrationRefused, migrate
@@ -98,7 +98,9 @@ async def test_extreme_priorities_of_a_limited_kind_agree_in_claim_why_and_the_j
             {"kind": "lim", "payload": {}, "priority": top},
         ],
     )
-    later = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE id > %s ORDER BY id", (ids[-1],))]
+    later = [
+        r[0] for r in conn.execute("SELECT id FROM jobs WHERE id > %s ORDER BY id", (ids[-1],))
+    ]
     conn.execute("UPDATE jobs SET attempts = max_attempts WHERE id = %s", (later[1],))
     expected = [ids[2], ids[4], ids[0], ids[6], ids[3], ids[1], ids[5]]
     listed: list[int] = []
@@ -116,3 +118,40 @@ async def test_extreme_priorities_of_a_limited_kind_agree_in_claim_why_and_the_j
     assert taken == expected
     assert [places[i] for i in expected] == list(range(1, 8))
     assert places[later[0]] is None and places[later[1]] is None
+
+
+async def test_future_higher_priorities_leave_the_rate_and_full_waits_as_they_were(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """200 jobs of priority 9 due in an hour head each kind's line in jobs_claim_kind. A kind
+    limited to 3 a minute takes its 3 due jobs of priority 0 (lowest ids first) and says when
+    its next token comes (20 s); a kind limited to 1 at once, at its limit: with only future
+    jobs waiting it gives no "no room" row (nothing is ready), with a due one it does."""
+    await sync_kind_limits(
+        aconn, S, [KindLimit("r", rate=3, rate_period_s=60), KindLimit("c", concurrency=1)]
+    )
+    hour = timedelta(hours=1)
+    future = [{"kind": k, "payload": {}, "priority": 9, "delay": hour} for k in "rc"] * 200
+    enqueue_many(conn, future)
+    start = conn.execute("SELECT max(id) FROM jobs").fetchone()[0]
+    enqueue_many(conn, [{"kind": "r", "payload": {}} for _ in range(5)])
+    enqueue_many(conn, [{"kind": "c", "payload": {}}])
+    r_ids = [
+        i
+        for (i,) in conn.execute(
+            "SELECT id FROM jobs WHERE id > %s AND kind = 'r' ORDER BY id", (start,)
+        )
+    ]
+    got = await claim_limited(aconn, S, "w", ["r"], 10)
+    assert sorted(g[0] for g in got) == r_ids[:3]
+    assert 19 < got.wait_s["r"] <= 20.0
+    first = await claim_limited(aconn, S, "w", ["c"], 10)
+    assert len(first) == 1 and first.wait_s == {}
+    conn.execute(
+        "UPDATE jobs SET run_at = now() + interval '1 hour' WHERE kind = 'c' AND locked_at IS NULL AND finished_at IS NULL AND run_at <= now()"
+    )
+    none_ready = await claim_limited(aconn, S, "w", ["c"], 10)
+    assert list(none_ready) == [] and none_ready.wait_s == {}
+    enqueue_many(conn, [{"kind": "c", "payload": {}}])
+    full = await claim_limited(aconn, S, "w", ["c"], 10)
+    assert list(full) == [] and list(full.wait_s) == ["c"]
