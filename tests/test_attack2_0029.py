@@ -147,9 +147,6 @@ async def test_future_higher_priorities_leave_the_rate_and_full_waits_as_they_we
     assert 19 < got.wait_s["r"] <= 20.0
     first = await claim_limited(aconn, S, "w", ["c"], 10)
     assert len(first) == 1 and first.wait_s == {}
-    conn.execute(
-        "UPDATE jobs SET run_at = now() + interval '1 hour' WHERE kind = 'c' AND locked_at IS NULL AND finished_at IS NULL AND run_at <= now()"
-    )
     none_ready = await claim_limited(aconn, S, "w", ["c"], 10)
     assert list(none_ready) == [] and none_ready.wait_s == {}
     enqueue_many(conn, [{"kind": "c", "payload": {}}])
