@@ -5,6 +5,7 @@ kind under a flood of higher priorities, why and the Jobs tab against the claim.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -152,3 +153,34 @@ async def test_future_higher_priorities_leave_the_rate_and_full_waits_as_they_we
     enqueue_many(conn, [{"kind": "c", "payload": {}}])
     full = await claim_limited(aconn, S, "w", ["c"], 10)
     assert list(full) == [] and list(full.wait_s) == ["c"]
+
+
+async def test_a_limited_kind_through_transaction_pooling_runs_in_claim_order_within_its_limit(
+    tx_pooled_dsn: str, conn: psycopg.Connection
+) -> None:
+    """A worker connected through PgBouncer in transaction pooling (no prepared statements)
+    with four slots and a kind limited to 1 at once: 30 jobs of priorities 0-2 enqueued before it
+    starts, more than psycopg's prepare threshold of claims on its connections, run one at a
+    time, highest priority first, then by id."""
+    reg = Registry()
+    ran: list[int] = []
+    running = 0
+    most = 0
+
+    @reg.handler("lim", concurrency=1)
+    async def lim(payload: Any) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.005)
+        ran.append(payload["n"])
+        running -= 1
+
+    enqueue_many(
+        conn,
+        [{"kind": "lim", "payload": {"n": n}, "priority": n % 3} for n in range(30)],
+    )
+    async with running_worker(tx_pooled_dsn, reg, concurrency=4):
+        await wait_until(lambda: len(ran) == 30, timeout=30, what="30 jobs run")
+    assert most == 1
+    assert ran == sorted(range(30), key=lambda n: (-(n % 3), n))
