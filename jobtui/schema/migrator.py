@@ -71,6 +71,10 @@ ADDED_COLUMNS = {
     "cancel_requested": "boolean",
     "cancelled_at": "timestamp with time zone",
 }
+# Added columns jobtui needs NOT NULL: one the table already has is kept as it is (ADD COLUMN
+# IF NOT EXISTS), so a nullable one would keep NULLs, which the claim and `why` mishandle (a
+# NULL priority sorts first in `priority DESC`; a NULL cancel_requested is never claimed).
+NOT_NULL_ADDED = {"created_at", "priority", "errors", "cancel_requested"}
 
 
 class MigrationRefused(Exception):
@@ -340,7 +344,8 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
                 f"{schema}.jobs exists but is not a table; jobtui needs that name; nothing changed"
             )
         return
-    columns: dict[str, str] = dict(rows)
+    columns: dict[str, str] = {name: type_ for name, type_, _ in rows}
+    nullable = {name for name, _, notnull in rows if not notnull}
     problems = []
     for name, wanted in ARTICLE_COLUMNS.items():
         have = columns.get(name)
@@ -352,6 +357,8 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
         have = columns.get(name)
         if have is not None and have != wanted:
             problems.append(f"column {name} is {have}, jobtui needs {wanted}")
+        elif name in NOT_NULL_ADDED and name in nullable:
+            problems.append(f"column {name} allows NULL, jobtui needs it NOT NULL")
     if problems:
         raise MigrationRefused(
             f"{schema}.jobs exists and cannot be extended safely ({'; '.join(problems)}); "

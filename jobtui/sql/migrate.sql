@@ -26,7 +26,7 @@ SELECT version FROM __schema__.jobtui_migrations
 INSERT INTO __schema__.jobtui_migrations (version, name) VALUES (%s, %s)
 
 -- name: migrate_jobs_columns
-SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
