@@ -11,10 +11,12 @@ max_attempts, the pause (who, when), the limits in force and the workers that ha
 Two figures read the kind's unfinished rows themselves, so their cost grows with the kind's
 backlog (no count table holds them, and an index on `jobs` for them would cost every job's
 writes): the rows' own max_attempts and the errors of the jobs waiting to retry. The console
-reads them after the rest (`load(..., rows=False)`, then `load_rows`, a second transaction),
-so the screen opens on the other figures at once and says "loading…" where these will be
-(jobtui/tui/screens/kind.py). What the screen says of those rows (the retries' total above
-their groups) comes from that second read, never from the first one's counts.
+reads them after the rest (`load(..., rows=False)`, then `load_rows`, a second transaction:
+`load_then_rows`), so the screen opens on the other figures at once and says "loading…" where
+these will be (jobtui/tui/screens/kind.py); the second read is sent before the first one's
+figures are drawn, so the server reads the rows while the console draws. What the screen says of
+those rows (the retries' total above their groups) comes from that second read, never from the
+first one's counts.
 
 The span is the last hour (60 one-minute buckets) or the last day (72 buckets of 20 minutes):
 both fit a chart at 80 columns.
@@ -22,6 +24,7 @@ both fit a chart at 80 columns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -164,18 +167,21 @@ def _groups(rows: list[dict[str, Any]]) -> list[ErrorGroup]:
     ]
 
 
-async def _pipelined(
+async def _send(
     conn: psycopg.AsyncConnection, statements: list[tuple[str, dict[str, Any]]]
-) -> list[list[dict[str, Any]]]:
-    """Each statement's rows, the statements sent at once (pipeline mode): the server reads
-    while the console draws the screen that asked, instead of waiting for the console between
-    statements."""
+) -> list[psycopg.AsyncCursor[dict[str, Any]]]:
+    """The statements sent (in pipeline mode: not waited for), a cursor for each."""
     cursors = []
-    async with conn.pipeline():
-        for sql, args in statements:
-            each = conn.cursor(row_factory=dict_row)
-            await each.execute(sql, args)
-            cursors.append(each)
+    for sql, args in statements:
+        each = conn.cursor(row_factory=dict_row)
+        await each.execute(sql, args)
+        cursors.append(each)
+    return cursors
+
+
+async def _rows_of(
+    cursors: list[psycopg.AsyncCursor[dict[str, Any]]],
+) -> list[list[dict[str, Any]]]:
     results: list[list[dict[str, Any]]] = []
     for each in cursors:
         results.append(await each.fetchall())
@@ -183,12 +189,13 @@ async def _pipelined(
     return results
 
 
-async def _snapshot_transaction(cur: psycopg.AsyncCursor[Any], schema: str) -> None:
-    """One instant, read only (as the Overview's snapshot)."""
+async def _snapshot_transaction(conn: psycopg.AsyncConnection, schema: str) -> None:
+    """One instant, read only (as the Overview's snapshot). In pipeline mode the settings
+    are sent with what follows, not each waited for."""
     q = queries(schema)
-    await cur.execute(q.metrics_snapshot_transaction)
-    await cur.execute(q.metrics_no_parallel_workers)  # its running rows: a few index entries
-    await cur.execute(q.metrics_no_jit)
+    await conn.execute(q.metrics_snapshot_transaction)
+    await conn.execute(q.metrics_no_parallel_workers)  # its running rows: a few index entries
+    await conn.execute(q.metrics_no_jit)
 
 
 def _row_statements(schema: str, kind: str) -> list[tuple[str, dict[str, Any]]]:
@@ -210,12 +217,37 @@ def _row_figures(results: list[list[dict[str, Any]]]) -> RowFigures:
     return RowFigures(None if low is None else (low, high), _groups(retry), total)
 
 
-async def load_rows(conn: psycopg.AsyncConnection, schema: str, kind: str) -> RowFigures:
+async def load_rows(
+    conn: psycopg.AsyncConnection, schema: str, kind: str, sent: Callable[[], None] | None = None
+) -> RowFigures:
     """The figures `load(..., rows=False)` leaves out, in a transaction of their own: what
-    they count (their `retry_jobs` too) is of this one, not of `load`'s."""
-    async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await _snapshot_transaction(cur, schema)
-        return _row_figures(await _pipelined(conn, _row_statements(schema, kind)))
+    they count (their `retry_jobs` too) is of this one, not of `load`'s. Its settings and
+    statements are sent at once (pipeline mode); `sent`, if given, is called then, before
+    their rows are awaited."""
+    async with conn.transaction():
+        async with conn.pipeline():
+            await _snapshot_transaction(conn, schema)
+            cursors = await _send(conn, _row_statements(schema, kind))
+            if sent is not None:
+                sent()
+        return _row_figures(await _rows_of(cursors))
+
+
+async def load_then_rows(
+    conn: psycopg.AsyncConnection,
+    schema: str,
+    kind: str,
+    span: str,
+    first: Callable[[KindInfo], None],
+) -> KindInfo:
+    """The console's read of the kind screen: `load(..., rows=False)`, then `load_rows`, two
+    transactions one after the other on the one connection, with nothing between them.
+    `first` is given the first one's figures as soon as the row statements are on their way,
+    so the console draws them while the server reads the rows (drawn first, the screen kept
+    the rows' statements waiting: they went out only after the drawing)."""
+    info = await load(conn, schema, kind, span, False)
+    rows = await load_rows(conn, schema, kind, lambda: first(info))
+    return info.with_rows(rows)
 
 
 async def load(
@@ -228,30 +260,34 @@ async def load(
     back, width = SPANS[span]
     q = queries(schema)
     async with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        await _snapshot_transaction(cur, schema)
-        await cur.execute(q.kind_clock)
-        clock = await cur.fetchone()
-        assert clock is not None
-        since = clock["minute"] - timedelta(minutes=back - 1)
-        params = {"kind": kind, "since": since, "limit": TOP_ERRORS}
-        statements = [
-            (sql, params)
-            for sql in (
-                q.kind_minutes,
-                q.metrics_state_counts,  # every kind's, from 0016's counts; this kind's is kept
-                q.kind_dead_count,
-                q.kind_depth_changes,
-                q.kind_dead_signatures,
-                q.kind_handler,
-                q.kind_paused,
-                q.kind_limits,
-                q.kind_workers,
-            )
-        ]
-        statements.append((q.metrics_flow, {"back": DRAIN_WINDOW_MIN - 1}))
-        if rows:
-            statements += _row_statements(schema, kind)
-        results = await _pipelined(conn, statements)
+        # Sent at once (pipeline mode): the settings with the clock, then the statements, so
+        # the server reads while the console draws the screen that asked.
+        async with conn.pipeline():
+            await _snapshot_transaction(conn, schema)
+            await cur.execute(q.kind_clock)
+            clock = await cur.fetchone()
+            assert clock is not None
+            since = clock["minute"] - timedelta(minutes=back - 1)
+            params = {"kind": kind, "since": since, "limit": TOP_ERRORS}
+            statements = [
+                (sql, params)
+                for sql in (
+                    q.kind_minutes,
+                    q.metrics_state_counts,  # every kind's, from 0016's counts; this one's kept
+                    q.kind_dead_count,
+                    q.kind_depth_changes,
+                    q.kind_dead_signatures,
+                    q.kind_handler,
+                    q.kind_paused,
+                    q.kind_limits,
+                    q.kind_workers,
+                )
+            ]
+            statements.append((q.metrics_flow, {"back": DRAIN_WINDOW_MIN - 1}))
+            if rows:
+                statements += _row_statements(schema, kind)
+            cursors = await _send(conn, statements)
+        results = await _rows_of(cursors)
     row_figures = _row_figures(results[-3:]) if rows else RowFigures(None, [])
     (
         minutes,

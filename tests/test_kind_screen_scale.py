@@ -53,8 +53,10 @@ WHERE j.kind = %(kind)s AND j.finished_at IS NULL
 
 def varied(conn: psycopg.Connection) -> None:
     """Rows of every sort over several kinds, by generate_series (varied by g)."""
-    errors = "ARRAY['OSError: disk full' || E'\\n' || 'at line 3', 'KeyError: ''x''', " \
+    errors = (
+        "ARRAY['OSError: disk full' || E'\\n' || 'at line 3', 'KeyError: ''x''', "
         "'TimeoutError: upstream took 31s', 'ValueError: bad ' || repeat('v', 400)]"
+    )
     for i, kind in enumerate(KINDS[:4]):
         conn.execute(
             f"""
@@ -232,8 +234,11 @@ async def test_the_screen_opens_before_the_row_figures_and_says_they_are_loading
     gate = asyncio.Event()
 
     async def slow_rows(*args: Any) -> kindinfo.RowFigures:
+        # Held once read: the first figures are shown when the row read has been sent
+        # (kindinfo.load_then_rows), so a read held before that would hold them too.
+        rows = await real(*args)
         await gate.wait()
-        return await real(*args)
+        return rows
 
     monkeypatch.setattr(kindinfo, "load_rows", slow_rows)
     app = JobtuiApp(dsn, "public", config=config())

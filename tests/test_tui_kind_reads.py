@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 import psycopg
@@ -18,6 +19,7 @@ from test_tui_kind import history, open_kind
 
 from jobtui import kindinfo
 from jobtui.tui.app import JobtuiApp
+from jobtui.tui.connection import APPLICATION_NAME
 from jobtui.tui.screens import kind as kind_screen
 from jobtui.tui.screens.kind import KindScreen
 
@@ -167,3 +169,48 @@ async def test_load_rows_counts_every_group_not_only_the_top_ones(
     assert rows.retry_jobs == 7
     full = await kindinfo.load(aconn, "public", "k", "hour")
     assert full.retry_jobs == 7 and full.retrying == 7
+
+
+def _row_read_at_the_server(conn: psycopg.Connection, within_s: float = 2.0) -> bool:
+    """Whether the console's session has been sent the row read's last statement (its
+    `min(u.max_attempts)`), within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+            "AND position('min(u.max_attempts)' in query) > 0",
+            (APPLICATION_NAME,),
+        ).fetchone()
+        if row is not None and row[0] > 0:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+async def test_the_row_read_is_at_the_server_before_the_first_figures_are_drawn(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, the kind screen at scale: the statements of the row read (its own
+    transaction) are sent before the first read's figures are put on the screen, so the
+    server reads the rows while the console draws them. When the first figures are shown,
+    the console's session has the row read already (before: it was sent only after the
+    first figures were shown and drawn; here the showing waits 2 s for it, holding the
+    console, so it never came). Then the row figures land."""
+    history(conn)
+    monkeypatch.setattr(kind_screen, "MIN_RELOAD_S", 60.0)  # one read
+    at_first_show: list[bool] = []
+    real_show = KindScreen._show
+
+    def show(self: KindScreen, info: kindinfo.KindInfo) -> None:
+        if not info.rows_read:
+            at_first_show.append(_row_read_at_the_server(conn))
+        real_show(self, info)
+
+    monkeypatch.setattr(KindScreen, "_show", show)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(100, 40)) as pilot:
+        screen = await open_kind(app, pilot)
+        assert "unfinished:" in head_text(screen)
+        errors = rendered(screen.query_one("#kind-errors"))
+    assert at_first_show == [True]
+    assert "waiting to retry, by error (1 job)" in errors, errors

@@ -2,7 +2,8 @@
 -- read-only repeatable-read transaction (metrics_snapshot_transaction). The console reads them
 -- in two: `load(rows=False)` reads all but the three statements over the kind's unfinished rows
 -- (kind_retry_errors, kind_rows_by_index, kind_row_max_attempts), which `load_rows` reads next in
--- a transaction of their own; `load` alone (rows=True) reads all in one. So a figure is only
+-- a transaction of their own (sent before the first one's figures are drawn:
+-- kindinfo.load_then_rows); `load` alone (rows=True) reads all in one. So a figure is only
 -- ever shown beside figures of its own transaction: the retries' total (kind_retry_errors'
 -- `total`) comes with their groups, not from the first read's counts. Every statement takes the
 -- kind as %(kind)s.

@@ -9,10 +9,11 @@ refresh interval (at least every 5 s: the day's figures read more rows), and a r
 repainted only when its text changed.
 
 Opened on a kind (or span), the screen shows its figures as soon as they are read, except the
-two that read the kind's unfinished rows (its jobs waiting to retry, by error, and the rows'
-own max attempts: their cost grows with the kind's backlog), which say "loading…" until their
-own read, right after, replaces them. A refresh of the kind and span shown reads both and
-repaints once, so figures of an earlier read are never shown beside a newer one's.
+two that read the kind's unfinished rows (its jobs waiting to retry, by error, and the rows' own
+max attempts: their cost grows with the kind's backlog), which say "loading…" until their own
+read, right after, replaces them (sent before the first figures are drawn, so the server reads
+the rows meanwhile: kindinfo.load_then_rows). A refresh of the kind and span shown reads both
+and repaints once, so figures of an earlier read are never shown beside a newer one's.
 
 A refresh starts only when the last one has landed: a tick during a read is skipped, so reads
 slower than the interval still land (each tick used to cancel the read in flight) and never pile
@@ -165,17 +166,20 @@ class KindScreen(Screen[None]):
     @work(exclusive=True, group="kind")
     async def _read(self) -> None:
         kind, span = self.kind, self.span
+
+        def first(info: KindInfo) -> None:
+            """The first read's figures, shown once the row read is on its way (the server
+            reads the rows while they are drawn), unless the screen shows them already."""
+            if (kind, span) != (self.kind, self.span):
+                return  # read for the kind or span shown before (the screen is kept)
+            if self.info is None or (self.info.kind, self.info.span) != (kind, span):
+                self._show(info)  # opened, or another span: at once, row figures loading
+
         try:
             # A refresh, bounded as the tabs' are: behind a transaction pooler the session has
             # no statement_timeout, and an unbounded read (a lock on `jobs`) held the link.
             async with self.console.link.refresh():
-                # positional: rows=False
-                info = await self.console.link.run(kindinfo.load, kind, span, False)
-                if (kind, span) != (self.kind, self.span):
-                    return  # read for the kind or span shown before (the screen is kept)
-                if self.info is None or (self.info.kind, self.info.span) != (kind, span):
-                    self._show(info)  # opened, or another span: at once, row figures loading
-                rows = await self.console.link.run(kindinfo.load_rows, kind)
+                info = await self.console.link.run(kindinfo.load_then_rows, kind, span, first)
         except READ_FAILURES as exc:
             if (kind, span) == (self.kind, self.span):
                 self._failed(exc)
@@ -183,7 +187,7 @@ class KindScreen(Screen[None]):
         if (kind, span) != (self.kind, self.span):
             return
         self._problem = None
-        self.info = info.with_rows(rows)
+        self.info = info
         self._show(self.info)
         self.refresh_bindings()
 
