@@ -329,3 +329,26 @@ async def test_the_first_read_cut_mid_pipeline(
             no_bad_words(app, second)
             await still_usable(app, conn)
     await no_transaction_left(conn)
+
+
+async def test_span_toggled_again_and_again_while_reads_are_in_flight(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`t` pressed 12 times, 30-170 ms apart, each cancelling the read in flight at another
+    point of its two pipelines: the last span's every figure comes, the link is usable."""
+    history(conn)
+    monkeypatch.setattr(kind_screen, "MIN_RELOAD_S", 60.0)
+    hold(monkeypatch, 0.3)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_kind(app, pilot, complete=False)
+        for i in range(12):
+            await pilot.press("t")
+            await pilot.pause(0.03 + 0.014 * i)
+        span = screen.span
+        await until(
+            pilot,
+            lambda: screen.info is not None and screen.info.span == span and screen.info.rows_read,
+        )
+        no_bad_words(app, screen)
+        await still_usable(app, conn)
