@@ -108,14 +108,17 @@ def test_0029_applied_under_running_workers_loses_and_repeats_no_job(
         assert peak <= 3, peak
 
 
-# Which transaction claimed each job. A claim's xid is assigned when it locks the kind's row
-# (FOR UPDATE), which it holds to its commit, so xid order is the order the claims of a kind
-# ran in; locked_at (now(), the statement's start) is not.
+# Which claim took each job, and when. A claim writes its rows while it holds the kind's row
+# (FOR UPDATE, to its commit), so the sequence's values, drawn as it writes them, order the
+# claims of a kind. Neither the xid (assigned at the claim's first lock, which may be of
+# another kind's row, taken before the previous claim of this kind committed) nor locked_at
+# (now(), the statement's start) does.
 CLAIM_LOG = """
-CREATE TABLE claim_log (id bigint PRIMARY KEY, xid bigint NOT NULL);
+CREATE SEQUENCE claim_seq;
+CREATE TABLE claim_log (id bigint PRIMARY KEY, xid bigint NOT NULL, seq bigint NOT NULL);
 CREATE FUNCTION claim_logged() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO claim_log VALUES (NEW.id, txid_current());
+  INSERT INTO claim_log VALUES (NEW.id, txid_current(), nextval('claim_seq'));
   RETURN NULL;
 END $$;
 CREATE TRIGGER claim_logged AFTER UPDATE OF locked_at ON jobs FOR EACH ROW
@@ -207,7 +210,8 @@ def test_concurrent_limited_claims_over_ties_take_each_job_once_in_line_within_t
         for kind in kinds:
             order = conn.execute(
                 "SELECT -j.priority, l.id FROM claim_log l JOIN jobs j ON j.id = l.id"
-                " WHERE j.kind = %s ORDER BY l.xid, -j.priority, l.id",
+                " WHERE j.kind = %s"
+                " ORDER BY min(l.seq) OVER (PARTITION BY l.xid), -j.priority, l.id",
                 (kind,),
             ).fetchall()
             assert order == sorted(order), kind
