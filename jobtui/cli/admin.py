@@ -74,7 +74,12 @@ def register(commands: Commands) -> None:
         'jobtui roles --print-sql | psql "$DATABASE_URL"',
         "jobtui roles --print-sql --schema queue --prefix myapp_jobs_",
     )
-    p.add_argument("--print-sql", action="store_true", required=True)
+    p.add_argument(
+        "--print-sql",
+        action="store_true",
+        required=True,
+        help="print the SQL (required: it is run by a DBA, never by jobtui)",
+    )
     p.add_argument("--prefix", default="jobtui_", help="role-name prefix (default jobtui_)")
 
 
@@ -106,7 +111,11 @@ def _register_worker(commands: Commands) -> None:
     ):
         p.add_argument(flag, type=duration, default=default, metavar="DURATION", help=help_)
     p.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="the worker's log level (default INFO)",
     )
     p.add_argument(
         "--listen-dsn",

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,19 +84,25 @@ def register(commands: Commands) -> None:
         "jobtui check --max-oldest-age 5m --crit-oldest-age 30m",
     )
     p.error_exit_code = nagios.UNKNOWN
-    p.add_argument("--max-oldest-age", type=duration, metavar="DURATION")
-    p.add_argument("--crit-oldest-age", type=duration, metavar="DURATION")
-    p.add_argument("--max-dead", type=non_negative_int, metavar="N")
-    p.add_argument("--crit-dead", type=non_negative_int, metavar="N")
-    p.add_argument("--max-ready", type=non_negative_int, metavar="N")
-    p.add_argument("--crit-ready", type=non_negative_int, metavar="N")
-    p.add_argument(
-        "--max-replica-lag",
-        type=duration,
-        metavar="DURATION",
-        help="on a standby, the replay lag above which to warn (a primary is always fine)",
-    )
-    p.add_argument("--crit-replica-lag", type=duration, metavar="DURATION")
+    levels: list[tuple[str, Callable[[str], float], str, str]] = [
+        ("oldest-age", duration, "DURATION", "warn when the oldest ready job waited longer"),
+        ("dead", non_negative_int, "N", "warn above N dead letters"),
+        ("ready", non_negative_int, "N", "warn above N ready jobs"),
+        (
+            "replica-lag",
+            duration,
+            "DURATION",
+            "on a standby, the replay lag above which to warn (a primary is always fine)",
+        ),
+    ]
+    for flag, type_, metavar, warn in levels:
+        p.add_argument(f"--max-{flag}", type=type_, metavar=metavar, help=warn)
+        p.add_argument(
+            f"--crit-{flag}",
+            type=type_,
+            metavar=metavar,
+            help=f"the critical level (default: twice --max-{flag})",
+        )
     p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
 
 

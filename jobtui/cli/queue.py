@@ -40,7 +40,14 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--delay", type=duration, metavar="DURATION", help="run after this long")
     p.add_argument("--run-at", metavar="ISO8601", help="run at this time (with a UTC offset)")
-    p.add_argument("--max-attempts", type=positive_int, default=None)
+    p.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="attempts before it goes to dead letters (default 5; a handler's declared "
+        "max_attempts decides for its kind)",
+    )
     p.add_argument(
         "--priority", type=int, default=None, help="higher runs first, in every kind (default 0)"
     )

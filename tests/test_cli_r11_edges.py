@@ -1,0 +1,59 @@
+"""A newcomer's first hour with the CLI (README.md, docs/getting-started.md): the rough edges
+found by giving each command wrong input, each pinned here. Bad input is one line on stderr
+and a non-zero exit; every option's help says what it is for."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from test_cli_support import assert_one_error, run_cli
+
+from jobtui.cli import GROUPS, build_parser
+
+
+def _options_without_help(parser: argparse.ArgumentParser, path: str) -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                missing += _options_without_help(sub, f"{path} {name}")
+        elif action.option_strings and not action.help:
+            missing.append(f"{path} {action.option_strings[0]}")
+    return missing
+
+
+def test_every_option_says_what_it_is_for() -> None:
+    """`jobtui check --help` listed --max-dead, --max-ready, --max-oldest-age and their --crit-
+    pairs with no word on what they judge; `enqueue --max-attempts`, `worker --log-level`,
+    `roles --print-sql` and `jobs show --json` were bare too."""
+    parser = build_parser({module for module, _ in GROUPS})
+    assert _options_without_help(parser, "jobtui") == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--refresh", "0"],  # was ignored: 0 is falsy, the config's 2s was used
+        ["--refresh", "0.1s"],  # was raised to 0.5s without a word
+        ["console", "--refresh", "7d"],  # was taken as is; the config file's refresh stops at 5m
+        ["serve", "--refresh", "0"],  # was passed on to each session's console
+    ],
+)
+def test_a_refresh_out_of_range_is_refused_not_changed(args: list[str]) -> None:
+    cmd = f"jobtui {args[0]}" if args[0] in ("console", "serve") else "jobtui"
+    assert_one_error(
+        run_cli(*args, timeout=20), 2, f"{cmd}: error: argument --refresh", "0.5s to 5m"
+    )
+
+
+@pytest.mark.parametrize(
+    "dsn", ["not a dsn", "host=127.0.0.1 nosuchoption=1", "host='127.0.0.1 dbname=x"]
+)
+def test_a_malformed_dsn_is_called_one_not_a_database_error(dsn: str) -> None:
+    """libpq's parse error came out as `database error: missing "=" after "not" in connection
+    info string`, as if the server had refused something."""
+    line = assert_one_error(
+        run_cli("--dsn", dsn, "jobs", "list"), 1, "invalid DSN: ", "postgresql://user@host/db"
+    )
+    assert "database error" not in line
