@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from psycopg import conninfo
 from test_cli_support import assert_one_error, run_cli
 
 from jobtui.cli import GROUPS, build_parser
@@ -57,3 +58,16 @@ def test_a_malformed_dsn_is_called_one_not_a_database_error(dsn: str) -> None:
         run_cli("--dsn", dsn, "jobs", "list"), 1, "invalid DSN: ", "postgresql://user@host/db"
     )
     assert "database error" not in line
+
+
+def test_not_migrated_names_the_database_reached(empty_dsn: str) -> None:
+    """With no --dsn and no JOBTUI_DSN, libpq's defaults pick a database (as root: `root` on
+    the local socket); "jobtui's tables are not in schema 'public': run `jobtui migrate` first"
+    did not say which, and invited migrating the wrong one."""
+    info = conninfo.conninfo_to_dict(empty_dsn)
+    assert_one_error(
+        run_cli("jobs", "list", dsn=empty_dsn),
+        1,
+        f"not in schema 'public' of database '{info['dbname']}' on {info.get('host', '')}",
+        "run `jobtui migrate` first, or give --dsn",
+    )
