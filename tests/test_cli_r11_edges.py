@@ -5,6 +5,7 @@ and a non-zero exit; every option's help says what it is for."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 from psycopg import conninfo
@@ -71,3 +72,30 @@ def test_not_migrated_names_the_database_reached(empty_dsn: str) -> None:
         f"not in schema 'public' of database '{info['dbname']}' on {info.get('host', '')}",
         "run `jobtui migrate` first, or give --dsn",
     )
+
+
+HERE = Path(__file__).parent
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--heartbeat", "0"], "--heartbeat must be a positive number of seconds"),
+        (["--heartbeat-timeout", "1s"], "--heartbeat-timeout (1.0s) must be longer than --heartb"),
+        (["--retention", "0"], "--retention must be a positive duration"),
+    ],
+)
+def test_a_worker_setting_refused_is_named_by_its_flag(
+    dsn: str, flags: list[str], needle: str
+) -> None:
+    """The refusal named WorkerSettings' fields: `heartbeat_interval must be a positive number
+    of seconds, not 0.0` for `--heartbeat 0`."""
+    proc = run_cli("worker", "--app", "apps.basic", *flags, dsn=dsn, cwd=HERE, timeout=30)
+    assert "_" not in assert_one_error(proc, 2, needle).split(": error: ")[1].split(" must")[0]
+
+
+@pytest.mark.parametrize("kinds", ["", ",", " , "])
+def test_a_worker_given_an_empty_kinds_list_is_refused(dsn: str, kinds: str) -> None:
+    """`--kinds "$KINDS"` with KINDS unset started a worker of every registered kind."""
+    proc = run_cli("worker", "--app", "apps.basic", "--kinds", kinds, dsn=dsn, cwd=HERE, timeout=15)
+    assert_one_error(proc, 2, "--kinds names no kind")
