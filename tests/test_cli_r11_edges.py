@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg import conninfo
-from test_cli_support import assert_one_error, run_cli
+from test_cli_support import assert_ok, assert_one_error, run_cli
 
 from jobtui.cli import GROUPS, build_parser
 
@@ -99,3 +100,32 @@ def test_a_worker_given_an_empty_kinds_list_is_refused(dsn: str, kinds: str) -> 
     """`--kinds "$KINDS"` with KINDS unset started a worker of every registered kind."""
     proc = run_cli("worker", "--app", "apps.basic", "--kinds", kinds, dsn=dsn, cwd=HERE, timeout=15)
     assert_one_error(proc, 2, "--kinds names no kind")
+
+
+def test_a_jobs_file_saved_with_a_byte_order_mark_is_read(
+    dsn: str, conn: psycopg.Connection, tmp_path: Path
+) -> None:
+    """Windows editors save UTF-8 with a BOM and CRLF line ends: the file was refused with
+    `line 1: invalid JSON: Unexpected UTF-8 BOM (decode using utf-8-sig)`."""
+    text = '\ufeff{"kind": "a", "payload": {}}\r\n{"kind": "b", "payload": {}}\r\n'
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(text, encoding="utf-8", newline="")
+    assert "enqueued 2 jobs" in assert_ok(run_cli("enqueue", "--file", str(path), dsn=dsn))
+    assert "enqueued 2 jobs" in assert_ok(run_cli("enqueue", "--file", "-", dsn=dsn, input=text))
+    kinds = conn.execute("SELECT kind FROM jobs ORDER BY id").fetchall()
+    assert kinds == [("a",), ("b",), ("a",), ("b",)]
+
+
+def test_stats_output_that_cannot_be_written_names_the_path_given(dsn: str, tmp_path: Path) -> None:
+    """It named the temporary file beside it: `/nonexistent/dir/.file.f0fj76qp: No such file
+    or directory`, and for a directory `/.tmp.uf1cvqrs: Is a directory`."""
+    missing = tmp_path / "no" / "such.prom"
+    assert_one_error(
+        run_cli("stats", "--output", str(missing), dsn=dsn),
+        1,
+        f"--output {missing}: No such file or directory",
+    )
+    assert_one_error(
+        run_cli("stats", "--output", str(tmp_path), dsn=dsn), 1, f"--output {tmp_path}: "
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no temporary file left

@@ -25,7 +25,7 @@ from jobtui.alerts import AlertRules, Verdict
 from jobtui.cli import nagios
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands, duration, non_negative_int
-from jobtui.cli.errors import EXIT_FAILURE, explain, one_line
+from jobtui.cli.errors import EXIT_FAILURE, CliError, explain, one_line
 from jobtui.cli.session import base_schema, err, out, run_with_connection, targets_of
 from jobtui.console_config import load_console_config
 from jobtui.fleet import gather
@@ -283,16 +283,22 @@ def cmd_stats(args: Args) -> int:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a collector never reads half a file."""
+    """Write via a temporary file and rename, so a collector never reads half a file. A
+    failure names `path` as given, not the temporary file (`/no/dir/.file.f0fj76qp`)."""
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:
+        raise CliError(f"--output {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CliError(f"--output {path}: {exc.strerror or exc}") from None
         raise
 
 

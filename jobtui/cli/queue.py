@@ -165,4 +165,6 @@ def _read_specs(path: str) -> list[JobSpec]:
         except UnicodeDecodeError as exc:
             raise CliError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         name = path
+    if lines:  # a byte-order mark, as Windows editors save UTF-8, is no part of line 1's JSON
+        lines[0] = lines[0].removeprefix("\ufeff")
     return [_line_spec(n, raw, name) for n, raw in enumerate(lines, 1) if raw.strip()]
