@@ -1,10 +1,11 @@
 """`jobtui migrate` over the article's `jobs` table written without NOT NULL on one of its own
 columns (people drop it from the DDL). Migrate keeps a column it finds as it is, so the NULLs
-stayed: a NULL run_at, attempts or max_attempts row was counted waiting but never claimed and
-`jobtui jobs why` failed on it with a TypeError; a NULL kind failed the baseline with a
-database error about job_counts; a NULL payload could never be dead-lettered. Such a table is
-now refused, as one with a nullable `priority` is: one line naming the column and the ALTER to
-run, exit 1, nothing changed.
+stayed: a NULL run_at, attempts or max_attempts row was counted waiting (`stats`: scheduled)
+but never claimed, and `jobtui jobs why` failed on it with a TypeError; a NULL kind failed
+the baseline with a database error about job_counts; a NULL payload failed the worker's every
+claim that picked it (`TypeError: object of type 'NoneType' has no len()`, each poll), so no
+job of its kind ran. Such a table is now refused, as one with a nullable `priority` is: one
+line naming the column and the ALTER to run, exit 1, nothing changed.
 """
 
 from __future__ import annotations

@@ -75,8 +75,9 @@ ADDED_COLUMNS = {
 # as they are (ADD COLUMN IF NOT EXISTS skips one it has), so a nullable one keeps its NULLs,
 # which the queue mishandles. A NULL run_at, attempts or max_attempts is counted waiting but
 # never claimed (its test is NULL) and `jobs why` fails on it; a NULL kind fails the baseline's
-# count; a NULL payload cannot be dead-lettered; a NULL priority sorts first in `priority
-# DESC`; a NULL cancel_requested is never claimed.
+# count; a NULL payload fails every claim that picks it (the worker's decode takes its len()),
+# so the jobs behind it never run either; a NULL priority sorts first in `priority DESC`; a
+# NULL cancel_requested is never claimed.
 NOT_NULL_COLUMNS = {
     "kind",
     "payload",
