@@ -212,18 +212,25 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-_MISSING = "jobtui's tables are not in schema {schema!r}: run `jobtui migrate` first"
+def _missing(info: psycopg.ConnectionInfo, schema: str) -> SchemaMissing:
+    """Names the database reached: with no DSN given, libpq's defaults pick one (as root, a
+    database `root` on the local socket), and "run `jobtui migrate` first" alone invited
+    migrating that one rather than fixing --dsn."""
+    return SchemaMissing(
+        f"jobtui's tables are not in schema {schema!r} of database {info.dbname!r} on "
+        f"{info.host}: run `jobtui migrate` first, or give --dsn of the database that has them"
+    )
 
 
 def check_schema(conn: psycopg.Connection, schema: str) -> None:
     """Raise SchemaMissing unless jobtui's tables exist in `schema`."""
     row = conn.execute(queries(schema).schema_present).fetchone()
     if not row or not row[0]:
-        raise SchemaMissing(_MISSING.format(schema=schema))
+        raise _missing(conn.info, schema)
 
 
 async def acheck_schema(conn: psycopg.AsyncConnection, schema: str) -> None:
     """Async twin of check_schema."""
     row = await (await conn.execute(queries(schema).schema_present)).fetchone()
     if not row or not row[0]:
-        raise SchemaMissing(_MISSING.format(schema=schema))
+        raise _missing(conn.info, schema)

@@ -688,8 +688,12 @@ def test_a_worker_against_a_missing_database_is_one_line(dsn: str) -> None:
 def test_a_worker_against_a_database_without_the_schema_says_run_migrate(empty_dsn: str) -> None:
     proc = run_cli("worker", "--app", "apps.basic", "--dsn", empty_dsn, cwd=HERE, timeout=60)
     line = assert_one_error(proc, 1)
-    assert line == (
-        "jobtui: error: jobtui's tables are not in schema 'public': run `jobtui migrate` first"
+    dbname = conninfo.conninfo_to_dict(empty_dsn)["dbname"]
+    assert line.startswith(
+        f"jobtui: error: jobtui's tables are not in schema 'public' of database '{dbname}' on "
+    ), line
+    assert line.endswith(
+        ": run `jobtui migrate` first, or give --dsn of the database that has them"
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -12,7 +13,7 @@ import psycopg
 
 from jobtui import ops
 from jobtui.cli.args import Args, Commands, duration, non_negative_int, positive_int
-from jobtui.cli.errors import EXIT_TEMPFAIL, CliError, one_line
+from jobtui.cli.errors import EXIT_TEMPFAIL, EXIT_USAGE, CliError, one_line
 from jobtui.cli.progress import progress
 from jobtui.cli.session import dsn_of, err, out, plural, run_with_connection, schema_of
 from jobtui.config import format_duration
@@ -74,7 +75,12 @@ def register(commands: Commands) -> None:
         'jobtui roles --print-sql | psql "$DATABASE_URL"',
         "jobtui roles --print-sql --schema queue --prefix myapp_jobs_",
     )
-    p.add_argument("--print-sql", action="store_true", required=True)
+    p.add_argument(
+        "--print-sql",
+        action="store_true",
+        required=True,
+        help="print the SQL (required: it is run by a DBA, never by jobtui)",
+    )
     p.add_argument("--prefix", default="jobtui_", help="role-name prefix (default jobtui_)")
 
 
@@ -106,7 +112,11 @@ def _register_worker(commands: Commands) -> None:
     ):
         p.add_argument(flag, type=duration, default=default, metavar="DURATION", help=help_)
     p.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="the worker's log level (default INFO)",
     )
     p.add_argument(
         "--listen-dsn",
@@ -117,12 +127,28 @@ def _register_worker(commands: Commands) -> None:
     )
 
 
+_WORKER_FLAGS = {
+    "concurrency": "--concurrency",
+    "heartbeat_interval": "--heartbeat",
+    "heartbeat_timeout": "--heartbeat-timeout",
+    "shutdown_grace": "--shutdown-grace",
+    "retention": "--retention",
+}
+
+
 def cmd_worker(args: Args) -> int:
     from jobtui.registry import load_registry  # the worker is imported by this command only
     from jobtui.worker import WorkerSettings, run_worker
 
     registry = load_registry(args.app)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    if args.kinds is not None and not kinds:
+        # `--kinds "$KINDS"` with KINDS unset: handling every kind is not what was asked.
+        raise CliError(
+            "--kinds names no kind: give comma-separated kinds, or leave it out to handle "
+            "every registered kind",
+            EXIT_USAGE,
+        )
     if kinds:
         missing = [k for k in kinds if k not in registry]
         if missing:
@@ -149,7 +175,10 @@ def cmd_worker(args: Args) -> int:
     try:
         settings.check()
     except ValueError as exc:
-        raise CliError(str(exc)) from None
+        # Said with the flags given, not WorkerSettings' field names (heartbeat_interval…).
+        raise CliError(
+            re.sub(r"\b[a-z_]+\b", lambda m: _WORKER_FLAGS.get(m[0], m[0]), str(exc)), EXIT_USAGE
+        ) from None
     asyncio.run(run_worker(dsn, schema, registry, settings))
     return 0
 

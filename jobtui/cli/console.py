@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobtui.cli.args import Args, Commands, duration, job_id
+from jobtui.cli.args import REFRESH, Args, Commands, job_id
 from jobtui.cli.errors import EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from jobtui.ops import Actor
     from jobtui.targets import Target
     from jobtui.tui.app import DeepLink
-
-MIN_REFRESH_S = 0.5
 
 
 def register(commands: Commands) -> None:
@@ -74,10 +72,10 @@ def add_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--refresh",
-        type=duration,
+        type=REFRESH,
         metavar="DURATION",
         default=default,
-        help="refresh interval, e.g. 2s (default from config: 2s)",
+        help="refresh interval, 0.5s to 5m, e.g. 2s (default from config: 2s)",
     )
     p.add_argument(
         "--tab",
@@ -115,8 +113,8 @@ def cmd_console(args: Args) -> int:
     if getattr(args, "env", None):
         config = config.with_(env=args.env)
     refresh = getattr(args, "refresh", None)
-    if refresh:
-        config = config.with_(refresh_s=max(MIN_REFRESH_S, refresh))
+    if refresh is not None:
+        config = config.with_(refresh_s=refresh)
     # --- targets (issue 28): several targets open on the targets overview ---
     from jobtui.cli.session import base_schema, one_target, targets_of
 

@@ -28,7 +28,8 @@ def register(commands: Commands) -> None:
         "--headless",
         type=duration,
         metavar="DURATION",
-        help="run without the console for this long, then stop and print figures",
+        help="run without the console for this long, then stop and print figures (0: until "
+        "interrupted, as --no-console)",
     )
     p.add_argument(
         "--no-console",

@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from jobtui.alerts import AlertRules, Verdict
 from jobtui.cli import nagios
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands, duration, non_negative_int
-from jobtui.cli.errors import EXIT_FAILURE, explain, one_line
+from jobtui.cli.errors import EXIT_FAILURE, CliError, explain, one_line
 from jobtui.cli.session import base_schema, err, out, run_with_connection, targets_of
 from jobtui.console_config import load_console_config
 from jobtui.fleet import gather
@@ -84,19 +84,25 @@ def register(commands: Commands) -> None:
         "jobtui check --max-oldest-age 5m --crit-oldest-age 30m",
     )
     p.error_exit_code = nagios.UNKNOWN
-    p.add_argument("--max-oldest-age", type=duration, metavar="DURATION")
-    p.add_argument("--crit-oldest-age", type=duration, metavar="DURATION")
-    p.add_argument("--max-dead", type=non_negative_int, metavar="N")
-    p.add_argument("--crit-dead", type=non_negative_int, metavar="N")
-    p.add_argument("--max-ready", type=non_negative_int, metavar="N")
-    p.add_argument("--crit-ready", type=non_negative_int, metavar="N")
-    p.add_argument(
-        "--max-replica-lag",
-        type=duration,
-        metavar="DURATION",
-        help="on a standby, the replay lag above which to warn (a primary is always fine)",
-    )
-    p.add_argument("--crit-replica-lag", type=duration, metavar="DURATION")
+    levels: list[tuple[str, Callable[[str], float], str, str]] = [
+        ("oldest-age", duration, "DURATION", "warn when the oldest ready job waited longer"),
+        ("dead", non_negative_int, "N", "warn above N dead letters"),
+        ("ready", non_negative_int, "N", "warn above N ready jobs"),
+        (
+            "replica-lag",
+            duration,
+            "DURATION",
+            "on a standby, the replay lag above which to warn (a primary is always fine)",
+        ),
+    ]
+    for flag, type_, metavar, warn in levels:
+        p.add_argument(f"--max-{flag}", type=type_, metavar=metavar, help=warn)
+        p.add_argument(
+            f"--crit-{flag}",
+            type=type_,
+            metavar=metavar,
+            help=f"the critical level (default: twice --max-{flag})",
+        )
     p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
 
 
@@ -277,16 +283,22 @@ def cmd_stats(args: Args) -> int:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a collector never reads half a file."""
+    """Write via a temporary file and rename, so a collector never reads half a file. A
+    failure names `path` as given, not the temporary file (`/no/dir/.file.f0fj76qp`)."""
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:
+        raise CliError(f"--output {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise CliError(f"--output {path}: {exc.strerror or exc}") from None
         raise
 
 

@@ -40,7 +40,14 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--delay", type=duration, metavar="DURATION", help="run after this long")
     p.add_argument("--run-at", metavar="ISO8601", help="run at this time (with a UTC offset)")
-    p.add_argument("--max-attempts", type=positive_int, default=None)
+    p.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="attempts before it goes to dead letters (default 5; a handler's declared "
+        "max_attempts decides for its kind)",
+    )
     p.add_argument(
         "--priority", type=int, default=None, help="higher runs first, in every kind (default 0)"
     )
@@ -158,4 +165,6 @@ def _read_specs(path: str) -> list[JobSpec]:
         except UnicodeDecodeError as exc:
             raise CliError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         name = path
+    if lines:  # a byte-order mark, as Windows editors save UTF-8, is no part of line 1's JSON
+        lines[0] = lines[0].removeprefix("\ufeff")
     return [_line_spec(n, raw, name) for n, raw in enumerate(lines, 1) if raw.strip()]

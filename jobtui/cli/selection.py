@@ -78,7 +78,7 @@ class RowCommands:
             f"jobtui {group} show 42 --json",
         )
         p.add_argument("id", type=job_id)
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="JSON for scripts")
         for name, help_, handler in self.actions:
             p = sub.add(
                 name,

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobtui.cli.args import Args, Commands, duration, positive_int
+from jobtui.cli.args import REFRESH, Args, Commands, positive_int
 from jobtui.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -71,7 +71,9 @@ def register(commands: Commands) -> None:
         "~/.config/jobtui/config.toml)",
     )
     p.add_argument("--env", metavar="NAME", help="environment name shown as a banner")
-    p.add_argument("--refresh", type=duration, metavar="DURATION", help="refresh interval, e.g. 2s")
+    p.add_argument(
+        "--refresh", type=REFRESH, metavar="DURATION", help="refresh interval, 0.5s to 5m, e.g. 2s"
+    )
 
 
 def port_number(text: str) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from jobtui.cli.args import Args
 from jobtui.cli.errors import EXIT_USAGE, CliError
@@ -84,7 +85,17 @@ def dsn_of(args: Args) -> str:
                 )
             if value:
                 break
-    return resolve_dsn(flag)
+    dsn = resolve_dsn(flag)
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        # libpq's parse error alone ("missing "=" after "x" in connection info string") came
+        # out as "database error: …", as if the server had refused something.
+        raise CliError(
+            f"invalid DSN: {str(exc).strip()}; give a connection string such as "
+            "postgresql://user@host/db"
+        ) from None
+    return dsn
 
 
 def base_schema(args: Args) -> str:

@@ -71,10 +71,24 @@ ADDED_COLUMNS = {
     "cancel_requested": "boolean",
     "cancelled_at": "timestamp with time zone",
 }
-# Added columns jobtui needs NOT NULL: one the table already has is kept as it is (ADD COLUMN
-# IF NOT EXISTS), so a nullable one would keep NULLs, which the claim and `why` mishandle (a
-# NULL priority sorts first in `priority DESC`; a NULL cancel_requested is never claimed).
-NOT_NULL_ADDED = {"created_at", "priority", "errors", "cancel_requested"}
+# Columns jobtui needs NOT NULL, the one rule for an existing table: migrate keeps its columns
+# as they are (ADD COLUMN IF NOT EXISTS skips one it has), so a nullable one keeps its NULLs,
+# which the queue mishandles. A NULL run_at, attempts or max_attempts is counted waiting but
+# never claimed (its test is NULL) and `jobs why` fails on it; a NULL kind fails the baseline's
+# count; a NULL payload fails every claim that picks it (the worker's decode takes its len()),
+# so the jobs behind it never run either; a NULL priority sorts first in `priority DESC`; a
+# NULL cancel_requested is never claimed.
+NOT_NULL_COLUMNS = {
+    "kind",
+    "payload",
+    "run_at",
+    "attempts",
+    "max_attempts",
+    "created_at",
+    "priority",
+    "errors",
+    "cancel_requested",
+}
 
 
 class MigrationRefused(Exception):
@@ -347,18 +361,18 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
     columns: dict[str, str] = {name: type_ for name, type_, _ in rows}
     nullable = {name for name, _, notnull in rows if not notnull}
     problems = []
-    for name, wanted in ARTICLE_COLUMNS.items():
+    for name, wanted in (ARTICLE_COLUMNS | ADDED_COLUMNS).items():
         have = columns.get(name)
-        if have is None:
+        if have is None and name in ARTICLE_COLUMNS:
             problems.append(f"column {name} is missing")
-        elif have != wanted:
+        elif have is not None and have != wanted:
             problems.append(f"column {name} is {have}, jobtui needs {wanted}")
-    for name, wanted in ADDED_COLUMNS.items():
-        have = columns.get(name)
-        if have is not None and have != wanted:
-            problems.append(f"column {name} is {have}, jobtui needs {wanted}")
-        elif name in NOT_NULL_ADDED and name in nullable:
-            problems.append(f"column {name} allows NULL, jobtui needs it NOT NULL")
+        elif name in NOT_NULL_COLUMNS and name in nullable:
+            problems.append(
+                f"column {name} allows NULL, jobtui needs it NOT NULL: give its NULL rows a "
+                f"value, then run ALTER TABLE {schema}.jobs ALTER COLUMN {name} "
+                "SET NOT NULL"
+            )
     if problems:
         raise MigrationRefused(
             f"{schema}.jobs exists and cannot be extended safely ({'; '.join(problems)}); "
