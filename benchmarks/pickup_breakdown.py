@@ -3,7 +3,7 @@
     python -m benchmarks.pickup_breakdown [--jobs 200] [--interval 0.02] [--rounds 3]
                                           [--workers 2] [--dsn ADMIN_DSN]
                                           [--systems jobtui,article[,bare,bare-sql]]
-                                          [--producer jobtui|bare]
+                                          [--producer jobtui|bare] [--baseline DIR]
 
 Each run makes a fresh jobtui database, starts `--workers` consumer processes, then a separate
 producer process enqueues `--jobs` jobs one at a time, `--interval` apart, into the idle queue
@@ -37,6 +37,11 @@ schema, which hides what the schema costs (its indexes and count triggers on eve
 (worker_claim, with the worker's parameters): what it adds to bare is the statement's, what
 jobtui adds to it is the worker's. Rounds rotate which consumer goes first, and the machine is
 shared, so the script also prints each consumer's per-round ratio to bare (total p50, p95).
+`--baseline DIR --systems jobtui,baseline,…` also runs the bundled worker from another source
+tree (DIR holds its `jobtui/`, e.g. `git archive HEAD~1 | tar -x -C DIR`; the driver, the
+producer and the stamps stay this tree's), interleaved with this tree's in the same rounds, and
+prints the per-round ratio of the two: an A/B of a worker change on a machine too noisy for
+two runs apart to be compared.
 """
 
 from __future__ import annotations
@@ -55,6 +60,8 @@ from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if os.environ.get("JOBTUI_BENCH_SRC"):  # a `baseline` worker: jobtui from that tree
+    sys.path.insert(0, os.environ["JOBTUI_BENCH_SRC"])
 
 import psycopg
 
@@ -63,7 +70,7 @@ from benchmarks.common import SCHEMA, Bench, analyze, percentile, spawn, stop, w
 from benchmarks.systems import Jobtui, listening_sessions
 
 DEFAULT_ADMIN_DSN = "postgresql://root@127.0.0.1:5432/postgres"
-SYSTEMS = ("jobtui", "article", "bare", "bare-sql")
+SYSTEMS = ("jobtui", "baseline", "article", "bare", "bare-sql")
 FLOORS = ("article", "bare")  # the consumers the others are divided by
 PHASES = (
     ("enqueue call", "t_call", "t_ret"),
@@ -321,10 +328,12 @@ def one_run(bench: Bench, system: str, args: argparse.Namespace) -> tuple[list[A
             for w in range(args.workers):
                 out = bench.tmp / f"{system}-{w}-{time.time_ns()}.json"
                 outs.append(out)
-                cmd = _self_cmd(f"{system}-worker", dsn, str(out), str(args.concurrency))
+                role = "jobtui" if system == "baseline" else system
+                cmd = _self_cmd(f"{role}-worker", dsn, str(out), str(args.concurrency))
                 log = bench.tmp / f"{system}-{w}.log"
-                procs.append((spawn(cmd, log), log))
-            if system == "jobtui":
+                env = {"JOBTUI_BENCH_SRC": args.baseline} if system == "baseline" else {}
+                procs.append((spawn(cmd, log, **env), log))
+            if system in ("jobtui", "baseline"):
                 Jobtui().wait_ready(dsn, procs)
             else:
                 with psycopg.connect(dsn, autocommit=True) as conn:
@@ -445,6 +454,14 @@ def run(args: argparse.Namespace) -> int:
                 + ", ".join(f"{v:.2f}" for v in r99)
                 + f" (median {statistics.median(r99):.2f})"
             )
+    if "jobtui" in systems and "baseline" in systems:
+        a, b = per_round["jobtui"], per_round["baseline"]
+        r50 = [x[0] / y[0] for x, y in zip(a, b, strict=True)]
+        print(
+            f"per-round total ratio jobtui / baseline ({args.baseline}): p50 "
+            + ", ".join(f"{v:.2f}" for v in r50)
+            + f" (median {statistics.median(r50):.2f})"
+        )
     if "jobtui" in systems and "article" in systems:
         mine = phase_values(per_system["jobtui"])["total"]
         floor_ = phase_values(per_system["article"])["total"]
@@ -471,7 +488,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--systems",
         default="jobtui,article,bare",
         help=f"comma-separated, from {', '.join(SYSTEMS)} (article: the bare consumer on the "
-        "article's own table; bare-sql: the bare consumer sending jobtui's own claim statement)",
+        "article's own table; bare-sql: the bare consumer sending jobtui's own claim statement; "
+        "baseline: the bundled worker from --baseline's tree)",
+    )
+    ap.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="a source tree holding another version's jobtui/, run as the `baseline` system",
     )
     ap.add_argument(
         "--producer",
@@ -484,6 +507,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = sorted(set(args.systems) - set(SYSTEMS))
     if unknown or not args.systems:
         ap.error(f"--systems: unknown {', '.join(unknown) or '(none given)'}")
+    if ("baseline" in args.systems) != bool(args.baseline):
+        ap.error("the `baseline` system and --baseline DIR go together")
+    if args.baseline:
+        args.baseline = str(Path(args.baseline).resolve())
+        if not (Path(args.baseline) / "jobtui" / "worker").is_dir():
+            ap.error(f"--baseline: no jobtui/worker/ under {args.baseline}")
     if args.jobs < 1 or args.rounds < 1 or args.workers < 1 or args.interval <= 0:
         ap.error("--jobs, --rounds and --workers must be at least 1, --interval positive")
     return args
