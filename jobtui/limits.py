@@ -144,8 +144,14 @@ async def claim_limited(
     worker_id: str,
     kinds: Sequence[str],
     want: int,
+    others: Sequence[str] = (),
 ) -> LimitedRows:
     """Claim up to `want` jobs of these limited kinds without exceeding any kind's limits.
+
+    `others`: the worker's kinds without a limit, which it claims next with what is left. A
+    limited job is claimed only where one claim order over both (priority DESC, run_at, id)
+    puts it among the first `want` (migration 0030); a kind some of whose jobs were held
+    back so comes back with wait 0 (claim it again at the next turn).
 
     One statement (jobtui_claim_limited, migration 0023), committed by the server on its own:
     no lock is held across a round trip to this worker. Kinds without a limit in `kinds` are
@@ -158,7 +164,13 @@ async def claim_limited(
         return result
     cur = await conn.execute(
         queries(schema).limits_claim,
-        {"kinds": list(kinds), "worker": worker_id, "want": want, "full_poll_s": FULL_POLL_S},
+        {
+            "kinds": list(kinds),
+            "worker": worker_id,
+            "want": want,
+            "full_poll_s": FULL_POLL_S,
+            "others": list(others),
+        },
     )
     claimed = []
     for job_id, kind, attempts, limit, wait_s in await cur.fetchall():
