@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 from apps.helpers import running_worker, wait_until
+from test_limits import limited_claim_plan_nodes
 
 from jobtui import enqueue_many
 from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
@@ -207,3 +208,69 @@ async def test_a_worker_with_one_slot_runs_the_higher_priority_first_across_kind
         await wait_until(lambda: len(ran) == 4, timeout=15, what="4 jobs run")
     assert [k for k, _ in ran] == ["free", "free", "lim", "lim"], ran
     assert ran[2][1] - ran[1][1] < 3.0, ran  # the next turn, far below the 30 s poll
+
+
+async def test_concurrent_merged_claims_keep_the_limit_and_take_each_job_once(
+    dsn: str, aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """Four claim loops, each on its own connection, as four workers handling `lim`
+    (concurrency 3) and `free` with mixed priorities: lim never has more than 3 running, no job
+    is claimed twice, and every job is claimed."""
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=3)])
+    enqueue_many(
+        conn,
+        [
+            {"kind": k, "payload": {}, "priority": (i * 7) % 5}
+            for k in ("lim", "free")
+            for i in range(60)
+        ],
+    )
+    taken: list[int] = []
+    worst = 0
+
+    async def loop(n: int) -> None:
+        nonlocal worst
+        worker = f"w{n}"
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            idle = 0
+            while idle < 20:
+                got = await claim_limited(c, S, worker, ["lim"], 3, ["free"])
+                cur = await c.execute(
+                    queries(S).worker_claim_per_kind,
+                    {"kinds": ["lim", "free"], "worker": worker, "limit": 3 - len(got)},
+                )
+                ids = [r[0] for r in got] + [r[0] for r in await cur.fetchall()]
+                running = await (
+                    await c.execute(
+                        "SELECT count(*) FROM jobs WHERE kind = 'lim'"
+                        " AND locked_at IS NOT NULL AND finished_at IS NULL"
+                    )
+                ).fetchone()
+                assert running is not None
+                worst = max(worst, running[0])
+                taken.extend(ids)
+                idle = idle + 1 if not ids else 0
+                await asyncio.sleep(0.002)
+                await c.execute("UPDATE jobs SET finished_at = now() WHERE id = ANY(%s)", (ids,))
+
+    await asyncio.gather(*(loop(n) for n in range(4)))
+    assert worst <= 3
+    assert len(taken) == len(set(taken)) == 120
+
+
+async def test_the_peek_walks_each_other_kinds_index_and_stops_after_want_rows(
+    aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """20,000 ready jobs of `free` beside `lim`: the peek reads jobs_claim_kind for `free` in
+    its order and stops after `want` rows; no Sort reads the backlog."""
+    enqueue_many(conn, [{"kind": "free"} for _ in range(20_000)])
+    enqueue_many(conn, [{"kind": "lim"} for _ in range(10)])
+    conn.execute("ANALYZE jobs")
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=5)])
+    nodes = await limited_claim_plan_nodes(aconn, "lim", 5, ["free"])
+    scans = [n for n in nodes if n.get("Index Name") == "jobs_claim_kind"]
+    assert scans and all(n["Actual Rows"] <= 5 for n in scans), scans
+    sorts = [n for n in nodes if n["Node Type"] in ("Sort", "Incremental Sort")]
+    assert all(n["Actual Rows"] <= 5 for n in sorts), sorts
+    # free's 20,000 came first (one priority, an earlier run_at): they take the 5 slots
+    assert conn.execute("SELECT count(*) FROM jobs WHERE locked_by = 'w'").fetchone() == (0,)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 
+from jobtui.limits import claim_limited
 from jobtui.schema import migrate
 from jobtui.schema.describe import describe
 
@@ -84,3 +85,24 @@ def test_0030_applies_on_a_database_with_waiting_rows_and_four_argument_calls_st
             "SELECT id FROM jobtui_claim_limited(ARRAY['lim'], 'w1', 1, 1.0) WHERE id IS NOT NULL"
         ).fetchall()
         assert old == [(1,)]
+
+
+async def test_a_worker_started_before_0030_is_applied_still_claims_its_limited_kinds(
+    empty_dsn: str,
+) -> None:
+    """The five-argument call does not exist at 0029: claim_limited told other kinds falls back
+    to the four-argument one (0029's claim, limited kinds alone), so a worker started before
+    `jobtui migrate` ran keeps claiming; after 0030 the same call merges."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, "public", up_to=29)
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, priority)"
+            " SELECT k, '{}', p FROM (VALUES ('lim', 0), ('lim', 0), ('free', 9)) v(k, p)"
+        )
+        conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 5)")
+        async with await psycopg.AsyncConnection.connect(empty_dsn, autocommit=True) as a:
+            got = await claim_limited(a, "public", "w", ["lim"], 1, ["free"])
+            assert [r[0] for r in got] == [1]
+            migrate(conn, "public", up_to=30)
+            got = await claim_limited(a, "public", "w", ["lim"], 1, ["free"])
+            assert list(got) == [] and got.wait_s == {"lim": 0.0}

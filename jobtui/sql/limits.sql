@@ -37,6 +37,14 @@ SELECT id, kind, attempts, max_attempts, wait_s
 FROM __schema__.jobtui_claim_limited(%(kinds)s::text[], %(worker)s, %(want)s::int,
                                      %(full_poll_s)s::float8, %(others)s::text[])
 
+-- name: limits_claim_own
+-- limits_claim without the worker's other kinds: for a worker that has none (nothing to merge,
+-- nothing more read), and for a schema before 0030, whose function takes four arguments (a
+-- worker started before `jobtui migrate` ran keeps claiming, in 0029's order across kinds).
+SELECT id, kind, attempts, max_attempts, wait_s
+FROM __schema__.jobtui_claim_limited(%(kinds)s::text[], %(worker)s, %(want)s::int,
+                                     %(full_poll_s)s::float8)
+
 -- name: ops_set_kind_limits
 INSERT INTO __schema__.kind_limits AS l
   (kind, overridden, override_concurrency, override_per_worker, override_rate,
