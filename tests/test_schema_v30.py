@@ -62,6 +62,17 @@ def test_a_restored_schema_without_0030_is_recognised_and_0030_applies(empty_dsn
         assert [m.version for m in migrate(conn, "public", up_to=30)] == []
 
 
+def _at_0029_with_two_kinds(conn: psycopg.Connection) -> None:
+    """Schema public at 0029 with `lim` (concurrency 5) at priority 0 (ids 1, 2) and `free`
+    at priority 9 (id 3), all ready."""
+    migrate(conn, "public", up_to=29)
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, priority)"
+        " SELECT k, '{}', p FROM (VALUES ('lim', 0), ('lim', 0), ('free', 9)) v(k, p)"
+    )
+    conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 5)")
+
+
 def test_0030_applies_on_a_database_with_waiting_rows_and_four_argument_calls_still_work(
     empty_dsn: str,
 ) -> None:
@@ -69,12 +80,7 @@ def test_0030_applies_on_a_database_with_waiting_rows_and_four_argument_calls_st
     0030 a caller with 0029's four arguments claims as before (no other kinds: no merge), one
     with the fifth leaves the slot to the other kind's higher priority and says wait 0."""
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        migrate(conn, "public", up_to=29)
-        conn.execute(
-            "INSERT INTO jobs (kind, payload, priority)"
-            " SELECT k, '{}', p FROM (VALUES ('lim', 0), ('lim', 0), ('free', 9)) v(k, p)"
-        )
-        conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 5)")
+        _at_0029_with_two_kinds(conn)
         assert [m.version for m in migrate(conn, "public", up_to=30)] == [30]
         merged = conn.execute(
             "SELECT id, kind, wait_s FROM jobtui_claim_limited(ARRAY['lim'], 'w1', 1, 1.0,"
@@ -94,12 +100,7 @@ async def test_a_worker_started_before_0030_is_applied_still_claims_its_limited_
     to the four-argument one (0029's claim, limited kinds alone), so a worker started before
     `jobtui migrate` ran keeps claiming; after 0030 the same call merges."""
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
-        migrate(conn, "public", up_to=29)
-        conn.execute(
-            "INSERT INTO jobs (kind, payload, priority)"
-            " SELECT k, '{}', p FROM (VALUES ('lim', 0), ('lim', 0), ('free', 9)) v(k, p)"
-        )
-        conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 5)")
+        _at_0029_with_two_kinds(conn)
         async with await psycopg.AsyncConnection.connect(empty_dsn, autocommit=True) as a:
             got = await claim_limited(a, "public", "w", ["lim"], 1, ["free"])
             assert [r[0] for r in got] == [1]
