@@ -29,9 +29,22 @@
 -- of the function alone). PL/pgSQL plans a query with custom plans first and keeps a generic
 -- one only if its estimate is no worse; 0029's query went generic after five calls, this
 -- larger one (a LIMIT p_want walk per other kind, estimated blind) stayed custom and was
--- planned again at every call, about 1 ms of a 1.6 ms claim. The generic plan walks
--- jobs_claim_kind per kind as the custom one does (tests/test_claim_tie_order.py and
--- tests/test_claim_merged_order.py read it through auto_explain).
+-- planned again at every call. The generic plan walks jobs_claim_kind per kind as the custom
+-- one does (tests/test_claim_tie_order.py and tests/test_claim_merged_order.py read it through
+-- auto_explain).
+--
+-- Measured (2 cores, load 1.9-2.5, `python benchmarks/limits_claim.py --calls 300
+-- [--fast-first]`: one session, a claim of `slow` limited to 5 with want 50 beside `fast`,
+-- 100,000 ready jobs of each, every call rolled back; medians of three interleaved rounds):
+-- told no other kind 1,183-1,337 us a call, told `fast` 1,241-1,405 (the peek: +60-70 us),
+-- told `fast` and 19 kinds with no job 1,308-1,452 (a probe each: +3 us a kind); with
+-- `fast` ranked first (--fast-first) the merge holds every pick back and claims nothing,
+-- 755-775 us. The same command over a checkout of 0029 (83106fc), whose function stayed on
+-- custom plans there, gave 1,671-1,848 us, and 1,127-1,153 with plan_cache_mode forced to
+-- generic for the session. With four claim loops (`--runs 1 --seconds 5`, three rounds, load
+-- 1.9-3.7) the claim took 4.4-6.9 ms a call at 0030 and 6.7-7.1 at 0029, the limited kind
+-- 140-205 jobs/s against 123-135: within the spread of the scenarios this change does not
+-- touch (fast alone 7,569-10,025 jobs/s across the six runs).
 --
 -- The peek's kinds (the worker's others, not paused, not limited: the fast claim's list) are
 -- filtered by NOT EXISTS, not EXCEPT: with p_others empty nothing is read, where EXCEPT read
