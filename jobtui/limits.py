@@ -34,6 +34,7 @@ Guarantees, stated exactly:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -144,8 +145,15 @@ async def claim_limited(
     worker_id: str,
     kinds: Sequence[str],
     want: int,
+    others: Sequence[str] = (),
 ) -> LimitedRows:
     """Claim up to `want` jobs of these limited kinds without exceeding any kind's limits.
+
+    `others`: the worker's kinds without a limit, which it claims next with what is left. A
+    limited job is claimed only where one claim order over both (priority DESC, run_at, id)
+    puts it among the first `want` (migration 0030); a kind some of whose jobs were held
+    back so comes back with wait 0 (claim it again at the next turn). On a schema before 0030
+    the limited kinds are claimed alone, as there.
 
     One statement (jobtui_claim_limited, migration 0023), committed by the server on its own:
     no lock is held across a round trip to this worker. Kinds without a limit in `kinds` are
@@ -156,10 +164,16 @@ async def claim_limited(
     result.wait_s, result.skipped = {}, []
     if want < 1 or not kinds:
         return result
-    cur = await conn.execute(
-        queries(schema).limits_claim,
-        {"kinds": list(kinds), "worker": worker_id, "want": want, "full_poll_s": FULL_POLL_S},
-    )
+    q = queries(schema)
+    params = {"kinds": list(kinds), "worker": worker_id, "want": want, "full_poll_s": FULL_POLL_S}
+    cur = None
+    if others:
+        # A schema before 0030 has no five-argument claim: `jobtui migrate` runs before new
+        # workers start, but one started first keeps claiming, as 0029 did.
+        with contextlib.suppress(psycopg.errors.UndefinedFunction):
+            cur = await conn.execute(q.limits_claim, {**params, "others": list(others)})
+    if cur is None:
+        cur = await conn.execute(q.limits_claim_own, params)
     claimed = []
     for job_id, kind, attempts, limit, wait_s in await cur.fetchall():
         if job_id is not None:

@@ -51,15 +51,16 @@ def test_an_article_table_with_a_nullable_column_jobtui_needs_not_null_is_refuse
         assert tables == (1,)
 
 
-async def test_a_worker_with_one_slot_fills_it_from_its_limited_kind_first_whatever_the_priority(
+async def test_a_worker_with_one_slot_fills_it_in_the_claim_order_of_all_its_kinds(
     dsn: str, aconn: psycopg.AsyncConnection
 ) -> None:
     """The console's docs said the Jobs tab's order (one claim order over every kind) is "the
-    order the workers take them, in a kind with a limit too". Not across kinds: a worker with
-    one slot handling `lim` (concurrency 5) and `free` (no limit) runs `lim`'s jobs of priority
-    0 before `free`'s of priority 9, as its claim calls claim_limited first with every free
-    slot (jobtui/worker/dispatcher.py). docs/handlers.md and docs/operating/console.md now say
-    so; this pins what they say."""
+    order the workers take them, in a kind with a limit too". Not across kinds, until 0030: a
+    worker with one slot handling `lim` (concurrency 5) and `free` (no limit) ran `lim`'s jobs
+    of priority 0 before `free`'s of priority 9, as its claim called claim_limited first with
+    every free slot (jobtui/worker/dispatcher.py). Since 0030 the limited claim leaves a slot
+    to a job of the worker's other kinds ahead in the claim order: `free` first, then `lim`.
+    Fails before 0030 (ran was ["lim", "lim", "free", "free"])."""
     reg = Registry()
     ran: list[str] = []
 
@@ -77,7 +78,7 @@ async def test_a_worker_with_one_slot_fills_it_from_its_limited_kind_first_whate
     await enqueue(aconn, "free", {}, priority=9)
     async with running_worker(dsn, reg, concurrency=1):
         await wait_until(lambda: len(ran) == 4, what="4 jobs run")
-    assert ran == ["lim", "lim", "free", "free"], ran
+    assert ran == ["free", "free", "lim", "lim"], ran
 
 
 async def test_extreme_priorities_of_a_limited_kind_agree_in_claim_why_and_the_jobs_tab(

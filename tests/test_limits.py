@@ -36,11 +36,12 @@ async def _finish(conn: psycopg.AsyncConnection, job_id: int) -> None:
 
 
 async def limited_claim_plan_nodes(
-    aconn: psycopg.AsyncConnection, kind: str, want: int
+    aconn: psycopg.AsyncConnection, kind: str, want: int, others: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """Every plan node (EXPLAIN ANALYZE's, as JSON) of one limited claim of `kind` by worker
-    'w'. The claim is one function call (migration 0023), whose inner plans EXPLAIN does not
-    show: auto_explain sends them to this session as LOG messages."""
+    'w' (told the worker's `others` kinds, if given). The claim is one function call (migration
+    0023), whose inner plans EXPLAIN does not show: auto_explain sends them to this session as
+    LOG messages."""
     plans: list[str] = []
     aconn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
     try:
@@ -55,9 +56,11 @@ async def limited_claim_plan_nodes(
         "SET client_min_messages = log",
     ):
         await aconn.execute(setting)
-    await aconn.execute(
-        queries(S).limits_claim, {"kinds": [kind], "worker": "w", "want": want, "full_poll_s": 0.05}
-    )
+    params = {"kinds": [kind], "worker": "w", "want": want, "full_poll_s": 0.05}
+    if others is None:
+        await aconn.execute(queries(S).limits_claim_own, params)
+    else:
+        await aconn.execute(queries(S).limits_claim, {**params, "others": others})
     await aconn.execute("SET client_min_messages = notice")
 
     def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:

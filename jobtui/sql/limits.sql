@@ -30,7 +30,17 @@ SELECT kind FROM __schema__.kind_limits WHERE limited ORDER BY kind
 -- statement, so a worker frozen mid-claim (SIGSTOP, a VM pause, a network split) holds
 -- nothing that stops other workers. Rows with id NULL: per kind, the seconds to wait before
 -- claiming it again (wait_s), or a kind that was not looked at (wait_s NULL: another claim
--- held it, or it is paused or no longer limited).
+-- held it, or it is paused or no longer limited); wait_s 0 when jobs of the worker's other
+-- kinds (`others`, which the fast claim takes next) ranked ahead of some of a kind's in the
+-- claim order and held them back (migration 0030).
+SELECT id, kind, attempts, max_attempts, wait_s
+FROM __schema__.jobtui_claim_limited(%(kinds)s::text[], %(worker)s, %(want)s::int,
+                                     %(full_poll_s)s::float8, %(others)s::text[])
+
+-- name: limits_claim_own
+-- limits_claim without the worker's other kinds: for a worker that has none (nothing to merge,
+-- nothing more read), and for a schema before 0030, whose function takes four arguments (a
+-- worker started before `jobtui migrate` ran keeps claiming, in 0029's order across kinds).
 SELECT id, kind, attempts, max_attempts, wait_s
 FROM __schema__.jobtui_claim_limited(%(kinds)s::text[], %(worker)s, %(want)s::int,
                                      %(full_poll_s)s::float8)

@@ -62,6 +62,8 @@ WHERE r.kind >= %(kind)s AND r.kind <= %(kind)s
 -- it, plus one. Claim order is worker_claim's (priority DESC, run_at, id) for every kind:
 -- jobtui_claim_limited takes a limited kind's jobs in that order too (migration 0029; a limit
 -- bounds how many run, not which goes first), FIFO by id among equal priority and run_at.
+-- Across kinds a worker fills its slots in that order too (migration 0030), so jobs of the
+-- other kinds a worker handles can go ahead of this one: the place is in its kind's own line.
 -- Claimable as those claims say: unlocked, unfinished, due, attempts left
 -- (jobtui_max_attempts), no cancel request.
 -- Each branch is one range of jobs_claim_kind, in that order, from the head of the kind's

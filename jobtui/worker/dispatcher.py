@@ -22,7 +22,8 @@ Kinds with a limit (issue 13, jobtui.limits) are claimed apart: the fast claim l
 out (in its SQL, so a new limit applies at once; while this worker handles a limited kind it
 walks each other kind on its own, worker_claim_per_kind, so a limited kind's backlog ahead of
 them costs nothing), and a claim first calls claim_limited for
-the limited kinds this worker handles when they are due: at once after a NOTIFY, a limits
+the limited kinds this worker handles when they are due (told its other kinds, so that the
+free slots go to all its kinds in one claim order: migration 0030): at once after a NOTIFY, a limits
 change or one of its own limited jobs finishing; after the rate's wait when a kind ran out of
 tokens; after FULL_POLL_S when a kind sits at its concurrency limit with jobs waiting (another
 worker's completion sends no NOTIFY). Which kinds are limited is read again every
@@ -376,7 +377,8 @@ class Dispatcher:
             self._limited_due = 0.0
         if not self.limited or now < self._limited_due:
             return []
-        rows, said = await self.db.claim_limited(link, sorted(self.limited), n)
+        others = sorted(set(self.kinds) - self.limited)  # the fast claim's, in one claim order
+        rows, said = await self.db.claim_limited(link, sorted(self.limited), n, others)
         after = time.monotonic()
         if said.skipped:
             if set(said.skipped) - set(await self.db.limited_kinds(link)):

@@ -130,12 +130,12 @@ class WorkerDB:
         return await decode_rows(rows, self.engine_threads)
 
     async def claim_limited(
-        self, link: Link, kinds: list[str], want: int
+        self, link: Link, kinds: list[str], want: int, others: list[str]
     ) -> tuple[list[tuple[Any, ...]], limits.LimitedRows]:
-        """Up to `want` jobs of these limited kinds within their limits, decoded as by
-        `claim`; and what claim_limited said (waits, skipped kinds)."""
+        """Up to `want` jobs of these limited kinds within their limits and ahead of `others`'
+        in the claim order, decoded as by `claim`; and what claim_limited said."""
         got = await limits.claim_limited(
-            await link.connection(), self.q.schema, self.worker_id, kinds, want
+            await link.connection(), self.q.schema, self.worker_id, kinds, want, others
         )
         return await decode_rows(got, self.engine_threads), got
 
