@@ -26,7 +26,14 @@ from jobtui.cli import nagios
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands, duration, non_negative_int
 from jobtui.cli.errors import EXIT_FAILURE, CliError, explain, one_line
-from jobtui.cli.session import base_schema, err, out, run_with_connection, targets_of
+from jobtui.cli.session import (
+    base_schema,
+    err,
+    out,
+    run_with_connection,
+    targets_of,
+    without_passwords,
+)
 from jobtui.console_config import load_console_config
 from jobtui.fleet import gather
 from jobtui.inert import ascii_json, clean
@@ -337,6 +344,6 @@ def cmd_check(args: Args) -> int:
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
-        code, line = nagios.unknown(one_line(explain(exc)[0]))
+        code, line = nagios.unknown(one_line(without_passwords(explain(exc)[0], args)))
         out(line)
         return code
