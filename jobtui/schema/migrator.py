@@ -361,6 +361,8 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
     columns: dict[str, str] = {name: type_ for name, type_, _ in rows}
     nullable = {name for name, _, notnull in rows if not notnull}
     problems = []
+    row = conn.execute(q.migrate_quote_ident, {"schema": schema}).fetchone()
+    table = f"{row[0] if row else schema}.jobs"
     for name, wanted in (ARTICLE_COLUMNS | ADDED_COLUMNS).items():
         have = columns.get(name)
         if have is None and name in ARTICLE_COLUMNS:
@@ -370,7 +372,7 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
         elif name in NOT_NULL_COLUMNS and name in nullable:
             problems.append(
                 f"column {name} allows NULL, jobtui needs it NOT NULL: give its NULL rows a "
-                f"value, then run ALTER TABLE {schema}.jobs ALTER COLUMN {name} "
+                f"value, then run ALTER TABLE {table} ALTER COLUMN {name} "
                 "SET NOT NULL"
             )
     if problems:
