@@ -214,3 +214,12 @@ def test_the_alter_offered_for_a_mixed_case_schema_runs(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         conn.execute(match[0])
     assert run_cli("--schema", "Queue", "migrate", dsn=empty_dsn).returncode == 0
+
+
+def test_migrate_dry_run_refuses_what_migrate_refuses(empty_dsn: str) -> None:
+    """FAULT: `migrate --dry-run` printed the SQL, exit 0, for an article table with a
+    nullable kind that `migrate` then refused (pending_sql skipped the column check)."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(re.sub(r"(\n  kind +text) not null", r"\1", ARTICLE_DDL))
+    for args in (["migrate", "--dry-run"], ["migrate"]):
+        assert_one_error(run_cli(*args, dsn=empty_dsn), 1, "column kind allows NULL")

@@ -325,7 +325,8 @@ def current_version(conn: psycopg.Connection, schema: str) -> int:
 
 
 def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, str]]:
-    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`).
+    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`); a
+    `jobs` table migrate would refuse (check_existing_jobs_table) is refused here too.
 
     A restored schema without version rows counts as at the version its objects show (what
     `migrate` would record); one matching no version raises MigrationRefused as migrate would.
@@ -337,6 +338,8 @@ def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, 
             raise _unrecognised(schema)
         done = {m.version for m in load_migrations() if m.version <= version}
     refuse_before_baseline(done, schema)
+    if not done:  # as migrate: a jobs table it would refuse is refused here, not printed over
+        check_existing_jobs_table(conn, schema)
     return [(m, m.for_schema(schema)) for m in load_migrations() if m.version not in done]
 
 
