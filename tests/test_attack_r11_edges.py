@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import threading
 from pathlib import Path
 
 import psycopg
 import pytest
-from test_cli_support import assert_ok, assert_one_error, run_cli
+from test_cli_support import JOBTUI, assert_ok, assert_one_error, clean_env, run_cli
 
 from benchmarks.article import ARTICLE_DDL
 from jobtui.cli.args import REFRESH
@@ -223,3 +224,18 @@ def test_migrate_dry_run_refuses_what_migrate_refuses(empty_dsn: str) -> None:
         conn.execute(re.sub(r"(\n  kind +text) not null", r"\1", ARTICLE_DDL))
     for args in (["migrate", "--dry-run"], ["migrate"]):
         assert_one_error(run_cli(*args, dsn=empty_dsn), 1, "column kind allows NULL")
+
+
+def test_stdin_is_read_as_a_file_is(dsn: str, conn: psycopg.Connection) -> None:
+    """FAULT: stdin was read as text: a UTF-16 file piped in said `line 1: invalid JSON`
+    where the same file by name says `not UTF-8 text`, and lines ended by a lone CR (which a
+    file by name splits) were one line of invalid JSON."""
+    utf16 = '{"kind": "a"}\n'.encode("utf-16")
+    proc = subprocess.run(
+        [*JOBTUI, "--dsn", dsn, "enqueue", "--file", "-"],
+        input=utf16, capture_output=True, env=clean_env(), timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and b"<stdin>: not UTF-8 text" in proc.stderr, proc.stderr
+    text = '\ufeff{"kind": "a"}\r{"kind": "b"}\r'
+    assert "enqueued 2 jobs" in assert_ok(run_cli("enqueue", "--file", "-", dsn=dsn, input=text))
+    assert conn.execute("SELECT kind FROM jobs ORDER BY id").fetchall() == [("a",), ("b",)]
