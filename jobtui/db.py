@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
+from psycopg.conninfo import conninfo_to_dict
 
 from jobtui.config import connect_kwargs
 from jobtui.sql import queries
@@ -127,11 +128,29 @@ class SchemaMissing(Exception):
     """jobtui's tables are not in the database: `jobtui migrate` has not been run."""
 
 
+class InvalidDsn(psycopg.ProgrammingError):
+    """A connection string libpq cannot parse: said as such, not as a database error (it is a
+    psycopg.Error, so every handler of connection failures takes it)."""
+
+
+def check_dsn(dsn: str) -> None:
+    """Raise InvalidDsn unless libpq can parse `dsn`. Done where a DSN is connected, so a
+    config file's target is judged as --dsn is (it said `database error: missing "=" …`)."""
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidDsn(
+            f"invalid DSN: {str(exc).strip()}; give a connection string such as "
+            "postgresql://user@host/db"
+        ) from None
+
+
 def connect(
     dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME
 ) -> psycopg.Connection:
     """A sync connection with a bounded connect timeout, prepared statements off behind a
     transaction pooler, dates and intervals in the styles psycopg reads."""
+    check_dsn(dsn)
     conn = psycopg.connect(
         dsn,
         autocommit=True,
@@ -157,6 +176,7 @@ async def aconnect(
 ) -> psycopg.AsyncConnection:
     """An async connection with a bounded connect timeout, prepared statements off behind a
     transaction pooler; `extra` are more libpq/psycopg arguments (the worker's keepalives)."""
+    check_dsn(dsn)
     conn = await psycopg.AsyncConnection.connect(
         dsn,
         autocommit=True,
@@ -181,15 +201,28 @@ def _first_line(text: str) -> str:
     return text.strip()
 
 
+# libpq (`connection is bad`, before any network) or psycopg refusing a parsed DSN's values:
+# sslmode=bogus, port=abc, a service not defined, more ports than hosts.
+_BAD_DSN_VALUE = re.compile(
+    r"^(?:connection is bad: )?(invalid \S+ value.*|invalid integer value.*"
+    r"|definition of service .* not found|service file .* not found"
+    r"|could not match \d+ (?:port numbers|host names).*)$",
+    re.IGNORECASE,
+)
+
+
 def describe_error(exc: BaseException) -> str:
     """One line a person can act on, for any error raised while talking to PostgreSQL."""
-    if isinstance(exc, SchemaMissing):
+    if isinstance(exc, SchemaMissing | InvalidDsn):
         return str(exc)
     text = _first_line(str(exc)) or exc.__class__.__name__
     low = text.lower()
     if isinstance(exc, pgerrors.InsufficientPrivilege):
         return f"permission denied: {text} (the database role lacks this privilege)"
     if isinstance(exc, psycopg.OperationalError):
+        bad_value = _BAD_DSN_VALUE.match(text)
+        if bad_value:
+            return f"invalid DSN: {bad_value[1]}"
         if "password authentication failed" in low or "no password supplied" in low:
             return f"authentication failed: {text}"
         if re.search(r'database ".*" does not exist', low):

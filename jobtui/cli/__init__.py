@@ -137,33 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if debug:
             raise
+        from jobtui.cli.session import without_passwords
+
         message, code = explain(exc)
-        print(f"jobtui: error: {one_line(_without_passwords(message, args))}", file=sys.stderr)
+        print(f"jobtui: error: {one_line(without_passwords(message, args))}", file=sys.stderr)
         return code
-
-
-def _without_passwords(message: str, args: argparse.Namespace) -> str:
-    """`message` without the password of any DSN this run could have used: libpq quotes a
-    malformed connection string whole in its error ("… in URI: "postgresql://u:pw@[::1/db"")."""
-    import os
-
-    from jobtui.targets import redact
-
-    dsns = [
-        getattr(args, "dsn", None),
-        os.environ.get("JOBTUI_DSN"),
-        os.environ.get("DATABASE_URL"),
-    ]
-    try:
-        from jobtui.cli.session import targets_of
-
-        dsns += [t.dsn for t in targets_of(args)]
-    except Exception:  # noqa: BLE001 - the config itself may be what failed: redact what we have
-        pass
-    for dsn in dsns:
-        if dsn:
-            message = redact(message, dsn)
-    return message
 
 
 def _silence_stdout() -> None:

@@ -155,14 +155,6 @@ def cmd_worker(args: Args) -> int:
             raise CliError(
                 f"--kinds names kinds with no handler in {args.app}: {', '.join(missing)}"
             )
-    dsn, schema = dsn_of(args), schema_of(args)
-    with connect(dsn) as conn:
-        check_schema(conn, schema)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     settings = WorkerSettings(
         listen_dsn=args.listen_dsn,
         concurrency=args.concurrency,
@@ -172,13 +164,21 @@ def cmd_worker(args: Args) -> int:
         shutdown_grace=args.shutdown_grace,
         retention=timedelta(seconds=args.retention),
     )
-    try:
+    try:  # a bad flag is a usage error before the database is reached (it said 'not migrated')
         settings.check()
     except ValueError as exc:
         # Said with the flags given, not WorkerSettings' field names (heartbeat_interval…).
         raise CliError(
             re.sub(r"\b[a-z_]+\b", lambda m: _WORKER_FLAGS.get(m[0], m[0]), str(exc)), EXIT_USAGE
         ) from None
+    dsn, schema = dsn_of(args), schema_of(args)
+    with connect(dsn) as conn:
+        check_schema(conn, schema)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     asyncio.run(run_worker(dsn, schema, registry, settings))
     return 0
 

@@ -26,7 +26,14 @@ from jobtui.cli import nagios
 from jobtui.cli import output as fmt
 from jobtui.cli.args import Args, Commands, duration, non_negative_int
 from jobtui.cli.errors import EXIT_FAILURE, CliError, explain, one_line
-from jobtui.cli.session import base_schema, err, out, run_with_connection, targets_of
+from jobtui.cli.session import (
+    base_schema,
+    err,
+    out,
+    run_with_connection,
+    targets_of,
+    without_passwords,
+)
 from jobtui.console_config import load_console_config
 from jobtui.fleet import gather
 from jobtui.inert import ascii_json, clean
@@ -284,17 +291,25 @@ def cmd_stats(args: Args) -> int:
 
 def _write_atomically(path: Path, text: str) -> None:
     """Write via a temporary file and rename, so a collector never reads half a file. A
-    failure names `path` as given, not the temporary file (`/no/dir/.file.f0fj76qp`)."""
-    directory = path.parent if str(path.parent) else Path(".")
+    failure names `path` as given, not the temporary file (`/no/dir/.file.f0fj76qp`).
+
+    Only a regular file is renamed over: a symlink's target is (the link stays), and a FIFO or
+    a device (`--output /dev/stdout`) is written through. Renaming over those replaced them
+    with a plain file, as root even /dev/stdout and /dev/full."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        if path.exists() and not path.is_file():
+            with open(path, "w", encoding="utf-8") as out_:
+                out_.write(text)
+            return
+        real = Path(os.path.realpath(path)) if path.is_symlink() else path
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", dir=real.parent)
     except OSError as exc:
         raise CliError(f"--output {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        os.replace(tmp, real)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
@@ -337,6 +352,6 @@ def cmd_check(args: Args) -> int:
     except Exception as exc:
         if getattr(args, "debug", False):
             raise
-        code, line = nagios.unknown(one_line(explain(exc)[0]))
+        code, line = nagios.unknown(one_line(without_passwords(explain(exc)[0], args)))
         out(line)
         return code

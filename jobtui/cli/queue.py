@@ -155,16 +155,19 @@ def _line_spec(lineno: int, raw: str, path: str) -> JobSpec:
 
 
 def _read_specs(path: str) -> list[JobSpec]:
+    """The jobs of a JSON-lines file or stdin, both read alike: stdin, read as text, took a
+    UTF-16 file as `invalid JSON` (not `not UTF-8 text`) and kept a lone CR as part of a line."""
     if path == "-":
-        lines = sys.stdin.read().split("\n")  # JSON lines end at \n only (not U+2028)
-        name = "<stdin>"
+        data, name = sys.stdin.buffer.read(), "<stdin>"
     else:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                lines = fh.read().split("\n")
-        except UnicodeDecodeError as exc:
-            raise CliError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        name = path
+        with open(path, "rb") as fh:
+            data, name = fh.read(), path
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    # JSON lines end at \n, \r\n or \r (as a file read as text ends them), not U+2028.
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines:  # a byte-order mark, as Windows editors save UTF-8, is no part of line 1's JSON
         lines[0] = lines[0].removeprefix("\ufeff")
     return [_line_spec(n, raw, name) for n, raw in enumerate(lines, 1) if raw.strip()]

@@ -5,6 +5,7 @@ async connection with the schema checked, and plain output on stdout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -12,12 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 
 from jobtui.cli.args import Args
 from jobtui.cli.errors import EXIT_USAGE, CliError
 from jobtui.config import resolve_dsn, resolve_schema
-from jobtui.db import acheck_schema, aconnect
+from jobtui.db import acheck_schema, aconnect, check_dsn
 from jobtui.inert import clean
 from jobtui.sql import quote_schema
 from jobtui.targets import Target, TargetError, select
@@ -86,16 +86,30 @@ def dsn_of(args: Args) -> str:
             if value:
                 break
     dsn = resolve_dsn(flag)
-    try:
-        conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        # libpq's parse error alone ("missing "=" after "x" in connection info string") came
-        # out as "database error: …", as if the server had refused something.
-        raise CliError(
-            f"invalid DSN: {str(exc).strip()}; give a connection string such as "
-            "postgresql://user@host/db"
-        ) from None
+    # libpq's parse error alone ("missing "=" after "x" in connection info string") came out
+    # as "database error: …", as if the server had refused something. Said before anything.
+    check_dsn(dsn)
     return dsn
+
+
+def without_passwords(message: str, args: Args) -> str:
+    """`message` without the password of any DSN this run could have used: libpq quotes a
+    malformed connection string whole in its error ("… in URI: "postgresql://u:pw@[::1/db"").
+    For every line a failure prints: `jobtui: error:` and `check`'s UNKNOWN line."""
+    from jobtui.targets import redact
+
+    dsns = [
+        getattr(args, "dsn", None),
+        os.environ.get("JOBTUI_DSN"),
+        os.environ.get("DATABASE_URL"),
+    ]
+    # The config itself may be what failed: redact what we have.
+    with contextlib.suppress(Exception):
+        dsns += [t.dsn for t in targets_of(args)]
+    for dsn in dsns:
+        if dsn:
+            message = redact(message, dsn)
+    return message
 
 
 def base_schema(args: Args) -> str:

@@ -325,7 +325,8 @@ def current_version(conn: psycopg.Connection, schema: str) -> int:
 
 
 def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, str]]:
-    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`).
+    """The migrations not yet applied, each with its SQL for `schema` (for `--dry-run`); a
+    `jobs` table migrate would refuse (check_existing_jobs_table) is refused here too.
 
     A restored schema without version rows counts as at the version its objects show (what
     `migrate` would record); one matching no version raises MigrationRefused as migrate would.
@@ -337,6 +338,8 @@ def pending_sql(conn: psycopg.Connection, schema: str) -> list[tuple[Migration, 
             raise _unrecognised(schema)
         done = {m.version for m in load_migrations() if m.version <= version}
     refuse_before_baseline(done, schema)
+    if not done:  # as migrate: a jobs table it would refuse is refused here, not printed over
+        check_existing_jobs_table(conn, schema)
     return [(m, m.for_schema(schema)) for m in load_migrations() if m.version not in done]
 
 
@@ -361,6 +364,8 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
     columns: dict[str, str] = {name: type_ for name, type_, _ in rows}
     nullable = {name for name, _, notnull in rows if not notnull}
     problems = []
+    row = conn.execute(q.migrate_quote_ident, {"schema": schema}).fetchone()
+    table = f"{row[0] if row else schema}.jobs"
     for name, wanted in (ARTICLE_COLUMNS | ADDED_COLUMNS).items():
         have = columns.get(name)
         if have is None and name in ARTICLE_COLUMNS:
@@ -370,7 +375,7 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
         elif name in NOT_NULL_COLUMNS and name in nullable:
             problems.append(
                 f"column {name} allows NULL, jobtui needs it NOT NULL: give its NULL rows a "
-                f"value, then run ALTER TABLE {schema}.jobs ALTER COLUMN {name} "
+                f"value, then run ALTER TABLE {table} ALTER COLUMN {name} "
                 "SET NOT NULL"
             )
     if problems:
