@@ -73,3 +73,33 @@ async def test_fault_a_row_locked_by_another_transaction_neither_starves_nor_spi
         holder.rollback()
     assert seen == ["lim"], (seen, len(calls))
     assert len(calls) < 20, f"{len(calls)} limited claims in 2 s with one job to run"
+
+
+class _Counting:
+    """A connection whose statements are counted (the fallback's round trips)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection) -> None:
+        self.conn, self.sent = conn, 0
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self.sent += 1
+        return await self.conn.execute(*args, **kwargs)
+
+
+async def test_fault_a_new_worker_on_a_0029_schema_does_not_fail_a_statement_every_claim(
+    empty_dsn: str,
+) -> None:
+    """FAULT. On a schema before 0030 the five-argument call fails (UndefinedFunction) and
+    claim_limited falls back to four arguments. On main it tried the five first at every
+    claim: 20 claims sent 40 claim statements, 20 of them errors (each an ERROR line with its
+    statement in the server's log, and a round trip). Now the fallback is remembered for the
+    connection for a while (limits.MERGE_RETRY_S)."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, S, up_to=29)
+        conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 5)")
+        async with await psycopg.AsyncConnection.connect(empty_dsn, autocommit=True) as a:
+            counted = _Counting(a)
+            for _ in range(20):
+                got = await claim_limited(counted, S, "w", ["lim"], 1, ["free"])  # type: ignore[arg-type]
+                assert list(got) == []
+            assert counted.sent <= 21, f"{counted.sent} statements for 20 claims"
