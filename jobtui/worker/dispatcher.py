@@ -262,7 +262,15 @@ class Dispatcher:
             self._claim(link, n, self._claim_seq, idle), name="jobtui-claim"
         )
         self._claims.add(task)
-        task.add_done_callback(self._claims.discard)
+        task.add_done_callback(self._claim_ended)
+
+    def _claim_ended(self, task: asyncio.Task[None]) -> None:
+        """Wake the loop once the claim has left `_claims`: the wake-up the claim sets at its
+        end runs the loop before this callback, which then saw a claim in flight and waited
+        the whole polling interval, past a limited kind's short wait (CONTESTED_RETRY_S,
+        FULL_POLL_S, the merge's 0)."""
+        self._claims.discard(task)
+        self._wake.set()
 
     async def _claim(self, link: Link, n: int, seq: int, idle: list[Link]) -> None:
         pokes = self._pokes
