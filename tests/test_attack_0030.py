@@ -8,12 +8,11 @@ HELD marks a property that held there and is kept as a guard.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
-from apps.helpers import running_worker, wait_until
+from apps.helpers import running_worker
 
 from jobtui import enqueue_many, limits
 from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
@@ -182,7 +181,9 @@ async def test_two_hundred_other_kinds_rank_exactly(
     await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=10)])
     others = [f"k{i:03d}" for i in range(1, 201)]
     enqueue_many(conn, [{"kind": "lim", "payload": {}, "priority": 150}])
-    enqueue_many(conn, [{"kind": k, "payload": {}, "priority": i + 1} for i, k in enumerate(others)])
+    enqueue_many(
+        conn, [{"kind": k, "payload": {}, "priority": i + 1} for i, k in enumerate(others)]
+    )
     claimed, waits = await _merged(aconn, 51, ["lim"], others)
     assert claimed == _lim_ids(conn) and waits == {}
     conn.execute("UPDATE jobs SET locked_at = NULL, locked_by = NULL, attempts = 0")
@@ -212,9 +213,11 @@ async def _lim_throughput(
         reg_a.handler("free")(free)
     enqueue_many(conn, [{"kind": "free", "payload": {}, "priority": 5} for _ in range(40_000)])
     enqueue_many(conn, [{"kind": "lim", "payload": {}, "priority": 0} for _ in range(2_000)])
-    async with running_worker(dsn, reg_b, concurrency=4, poll_interval=1.0):
-        async with running_worker(dsn, reg_a, concurrency=8, poll_interval=1.0):
-            await asyncio.sleep(seconds)
+    async with (
+        running_worker(dsn, reg_b, concurrency=4, poll_interval=1.0),
+        running_worker(dsn, reg_a, concurrency=8, poll_interval=1.0),
+    ):
+        await asyncio.sleep(seconds)
     done = dict(
         conn.execute(
             "SELECT kind, count(*) FROM jobs WHERE finished_at IS NOT NULL GROUP BY kind"
