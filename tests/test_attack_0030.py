@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from apps.helpers import running_worker
+from apps.helpers import running_worker, wait_until
 
 from jobtui import enqueue_many, limits
 from jobtui.limits import KindLimit, claim_limited, sync_kind_limits
@@ -240,3 +240,143 @@ async def test_fault_a_limited_only_worker_beside_a_mixed_one_under_a_flood_is_n
     await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=4)])
     lim, free = await _lim_throughput(dsn, conn, mixed=True)
     assert lim >= 150, f"lim={lim} free={free} in 4 s"
+
+
+async def test_a_prepared_four_argument_claim_resolves_to_0030s_function_after_migrating(
+    empty_dsn: str,
+) -> None:
+    """HELD. A 0029-code worker's connection has its four-argument claim prepared (psycopg
+    prepares after five runs) when 0030 drops and recreates the function: its next runs are
+    planned again and reach the new function through p_others' DEFAULT (no merge), without an
+    error."""
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, S, up_to=29)
+        conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 50)")
+        async with await psycopg.AsyncConnection.connect(empty_dsn, autocommit=True) as a:
+            a.prepare_threshold = 0  # prepared at once
+            for _ in range(6):
+                assert list(await claim_limited(a, S, "w", ["lim"], 1)) == []
+            migrate(conn, S, up_to=30)
+            enqueue_many(conn, [{"kind": "lim", "payload": {}}, {"kind": "hi", "payload": {}}])
+            conn.execute("UPDATE jobs SET priority = 9 WHERE kind = 'hi'")
+            got = await claim_limited(a, S, "w", ["lim"], 1)
+            assert [r[1] for r in got] == ["lim"]  # four arguments: no merge, as 0029
+
+
+async def test_the_worker_role_runs_the_merged_claim_and_its_peek(empty_dsn: str) -> None:
+    """HELD. `jobtui roles` at 0029, then 0030: a login in the worker group calls the merged
+    claim (EXECUTE stays granted to PUBLIC) and its peek reads paused_kinds, kind_limits and
+    jobs of the other kind: lim's job is held back for hi's higher priority, then claimed."""
+    import uuid
+
+    from test_roles import _login
+
+    from jobtui.roles import drop_roles_sql, roles_sql
+
+    p = f"t{uuid.uuid4().hex[:8]}_"
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, S, up_to=29)
+        conn.execute(roles_sql(S, p))
+        assert [m.version for m in migrate(conn, S)][-1] >= 30
+        name = f"{p}login_worker"
+        try:
+            role_dsn = _login(conn, empty_dsn, p, "worker")
+            enqueue_many(conn, [{"kind": "lim", "payload": {}}])
+            enqueue_many(conn, [{"kind": "hi", "payload": {}, "priority": 9}])
+            async with await psycopg.AsyncConnection.connect(role_dsn, autocommit=True) as a:
+                await sync_kind_limits(a, S, [KindLimit("lim", concurrency=2)])
+                got = await claim_limited(a, S, "w", ["lim"], 1, ["hi"])
+                assert list(got) == [] and got.wait_s == {"lim": 0.0}
+                got = await claim_limited(a, S, "w", ["lim"], 2, ["hi"])
+                assert [r[1] for r in got] == ["lim"]
+        finally:
+            conn.execute(f"DROP OWNED BY {name}")
+            conn.execute(f"DROP ROLE {name}")
+            conn.execute(drop_roles_sql(p))
+
+
+async def test_a_mixed_worker_through_transaction_pooling_runs_both_kinds_in_order(
+    dsn: str, tx_pooled_dsn: str, aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """HELD. Behind PgBouncer in transaction mode, one slot: free's priority-9 jobs first,
+    then lim's (the merged claim and its wait 0 through the pooler)."""
+    reg = Registry()
+    ran: list[str] = []
+
+    @reg.handler("lim", concurrency=5)
+    async def lim(payload: Any) -> None:
+        ran.append("lim")
+
+    @reg.handler("free")
+    async def free(payload: Any) -> None:
+        await asyncio.sleep(0.02)
+        ran.append("free")
+
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=5)])
+    enqueue_many(conn, [{"kind": "lim", "payload": {}, "priority": 0} for _ in range(3)])
+    enqueue_many(conn, [{"kind": "free", "payload": {}, "priority": 9} for _ in range(3)])
+    async with running_worker(tx_pooled_dsn, reg, concurrency=1, poll_interval=30.0):
+        await wait_until(lambda: len(ran) == 6, timeout=15, what="6 jobs run")
+    assert ran == ["free"] * 3 + ["lim"] * 3
+
+
+async def test_three_workers_with_overlapping_kinds_keep_limits_and_run_each_job_once(
+    dsn: str, aconn: psycopg.AsyncConnection, conn: psycopg.Connection
+) -> None:
+    """HELD. Workers {lim, free, held}, {lim} and {lim, free} run together over mixed
+    priorities; `held` (priority 9) is paused and some of lim's and free's jobs have a cancel
+    request: lim (concurrency 3, per worker 2) never runs more than that, no job runs twice,
+    nothing paused or cancel-requested runs, everything else runs."""
+    running: dict[str, int] = {}
+    worst = {"all": 0}
+    ran: list[int] = []
+
+    def registry(kinds: tuple[str, ...], tag: str) -> Registry:
+        reg = Registry()
+        if "lim" in kinds:
+
+            @reg.handler("lim", concurrency=3, per_worker=2)
+            async def lim(payload: Any) -> None:
+                running[tag] = running.get(tag, 0) + 1
+                worst[tag] = max(worst.get(tag, 0), running[tag])
+                worst["all"] = max(worst["all"], sum(running.values()))
+                ran.append(payload["i"])
+                await asyncio.sleep(0.01)
+                running[tag] -= 1
+
+        for kind in ("free", "held"):
+            if kind in kinds:
+
+                async def other(payload: Any) -> None:
+                    ran.append(payload["i"])
+                    await asyncio.sleep(0.002)
+
+                reg.handler(kind)(other)
+        return reg
+
+    await sync_kind_limits(aconn, S, [KindLimit("lim", concurrency=3, per_worker=2)])
+    conn.execute("INSERT INTO paused_kinds (kind, paused_by) VALUES ('held', 'op')")
+    specs = [
+        {"kind": k, "payload": {"i": n}, "priority": (n * 7) % 5 + (9 if k == "held" else 0)}
+        for n, k in enumerate(["lim"] * 150 + ["free"] * 300 + ["held"] * 20)
+    ]
+    enqueue_many(conn, specs)
+    conn.execute(
+        "UPDATE jobs SET cancel_requested = true WHERE (payload->>'i')::int % 17 = 0"
+        " AND kind <> 'held'"
+    )
+    expected = {
+        r[0]
+        for r in conn.execute(
+            "SELECT (payload->>'i')::int FROM jobs WHERE kind <> 'held' AND NOT cancel_requested"
+        )
+    }
+    async with (
+        running_worker(dsn, registry(("lim", "free", "held"), "a"), concurrency=4),
+        running_worker(dsn, registry(("lim",), "b"), concurrency=4),
+        running_worker(dsn, registry(("lim", "free"), "c"), concurrency=3),
+    ):
+        await wait_until(lambda: set(ran) >= expected, timeout=30, what="every job run")
+        await asyncio.sleep(0.3)
+    assert sorted(ran) == sorted(expected)  # once each, nothing paused or cancel-requested
+    assert worst["all"] <= 3 and all(worst.get(t, 0) <= 2 for t in "abc"), worst
