@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +52,11 @@ PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60}
 MAX_LIMIT = 2**31 - 1
 # How soon a worker looks again at a kind at its concurrency limit with jobs waiting.
 FULL_POLL_S = 0.05
+# How long a connection that found no five-argument claim (a schema before 0030) claims with
+# four arguments before it tries five again: not at every claim, where each try is an error
+# (a round trip, and an ERROR line with the statement in the server's log).
+MERGE_RETRY_S = 60.0
+_UNMERGED: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*([a-z]+)\s*$")
 
 
@@ -167,11 +174,13 @@ async def claim_limited(
     q = queries(schema)
     params = {"kinds": list(kinds), "worker": worker_id, "want": want, "full_poll_s": FULL_POLL_S}
     cur = None
-    if others:
+    if others and time.monotonic() >= _UNMERGED.get(conn, 0.0):
         # A schema before 0030 has no five-argument claim: `jobtui migrate` runs before new
         # workers start, but one started first keeps claiming, as 0029 did.
         with contextlib.suppress(psycopg.errors.UndefinedFunction):
             cur = await conn.execute(q.limits_claim, {**params, "others": list(others)})
+        if cur is None:
+            _UNMERGED[conn] = time.monotonic() + MERGE_RETRY_S
     if cur is None:
         cur = await conn.execute(q.limits_claim_own, params)
     claimed = []

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from jobtui import limits
 from jobtui.limits import claim_limited
 from jobtui.schema import migrate
 from jobtui.schema.describe import describe
@@ -94,11 +96,13 @@ def test_0030_applies_on_a_database_with_waiting_rows_and_four_argument_calls_st
 
 
 async def test_a_worker_started_before_0030_is_applied_still_claims_its_limited_kinds(
-    empty_dsn: str,
+    empty_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The five-argument call does not exist at 0029: claim_limited told other kinds falls back
     to the four-argument one (0029's claim, limited kinds alone), so a worker started before
-    `jobtui migrate` ran keeps claiming; after 0030 the same call merges."""
+    `jobtui migrate` ran keeps claiming; after 0030 the same call merges (once the connection
+    tries five arguments again: at once here, after limits.MERGE_RETRY_S in a worker)."""
+    monkeypatch.setattr(limits, "MERGE_RETRY_S", 0.0)
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         _at_0029_with_two_kinds(conn)
         async with await psycopg.AsyncConnection.connect(empty_dsn, autocommit=True) as a:

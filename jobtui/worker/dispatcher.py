@@ -137,6 +137,10 @@ class Dispatcher:
         self._limited_due = 0.0  # claim limited kinds from this monotonic time on
         self._limits_read_at = -NEVER  # when `limited` was read
         self._limited_freed = False  # a limited job ended; its outcome not yet written
+        # The last limited claim held jobs back for rows of other kinds the fast claim then
+        # could not take (locked by another transaction, taken by another worker): the next
+        # limited claim is not told the other kinds, or the slot stays free and wait 0 spins.
+        self._unmerged_next = False
         flusher.on_written = self._outcomes_written
 
     # ---------------------------------------------------------------- control
@@ -258,7 +262,15 @@ class Dispatcher:
             self._claim(link, n, self._claim_seq, idle), name="jobtui-claim"
         )
         self._claims.add(task)
-        task.add_done_callback(self._claims.discard)
+        task.add_done_callback(self._claim_ended)
+
+    def _claim_ended(self, task: asyncio.Task[None]) -> None:
+        """Wake the loop once the claim has left `_claims`: the wake-up the claim sets at its
+        end runs the loop before this callback, which then saw a claim in flight and waited
+        the whole polling interval, past a limited kind's short wait (CONTESTED_RETRY_S,
+        FULL_POLL_S, the merge's 0)."""
+        self._claims.discard(task)
+        self._wake.set()
 
     async def _claim(self, link: Link, n: int, seq: int, idle: list[Link]) -> None:
         pokes = self._pokes
@@ -277,11 +289,12 @@ class Dispatcher:
             self._limits_read_at = t0  # this claim reads them: no other claim does meanwhile
         try:
             wanted = not read_after and self._limited_wanted(t0)
-            rows = await self._claim_limited(link, n, t0) if wanted else []
+            rows, held = await self._claim_limited(link, n, t0) if wanted else ([], False)
             fast_n = n - len(rows)
             if fast_n > 0 and len(self.limited) < len(self.kinds):
                 t1 = time.monotonic()
                 fast = await self.db.claim(link, self.kinds, fast_n, per_kind=bool(self.limited))
+                self._unmerged_next = held and len(fast) < fast_n
                 if len(fast) == fast_n and time.monotonic() - t1 > SLOW_CLAIM_S:
                     self.on_slow_claim()
                 rows += fast
@@ -369,15 +382,20 @@ class Dispatcher:
             )
         return kept
 
-    async def _claim_limited(self, link: Link, n: int, now: float) -> list[tuple[Any, ...]]:
-        """Claim from the limited kinds (reading which they are when due); set when to next."""
+    async def _claim_limited(
+        self, link: Link, n: int, now: float
+    ) -> tuple[list[tuple[Any, ...]], bool]:
+        """Claim from the limited kinds (reading which they are when due); set when to next.
+        True with the rows if jobs were held back for the other kinds' (said with wait 0)."""
         if now - self._limits_read_at >= LIMITS_REFRESH_S:
             self.limited = await self.db.limited_kinds(link) & set(self.kinds)
             self._limits_read_at = now
             self._limited_due = 0.0
         if not self.limited or now < self._limited_due:
-            return []
-        others = sorted(set(self.kinds) - self.limited)  # the fast claim's, in one claim order
+            return [], False
+        # the fast claim's kinds, in one claim order (none after a merge the fast claim undid)
+        others = [] if self._unmerged_next else sorted(set(self.kinds) - self.limited)
+        self._unmerged_next = False
         rows, said = await self.db.claim_limited(link, sorted(self.limited), n, others)
         after = time.monotonic()
         if said.skipped:
@@ -393,7 +411,7 @@ class Dispatcher:
             # claim it looks again after the polling interval (a delayed or retried job of a
             # limited kind comes due without any NOTIFY).
             self._limited_due = after + self.poll_interval
-        return rows
+        return rows, bool(others) and 0.0 in said.wait_s.values()
 
     async def _release_orphans_after_failure(self, link: Link) -> None:
         try:
