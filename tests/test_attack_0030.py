@@ -383,13 +383,20 @@ async def test_three_workers_with_overlapping_kinds_keep_limits_and_run_each_job
 
 
 async def _read_without_statistics(
-    dsn: str, free: int, lim: int, others: list[str] | None, at_limit: bool = False
+    dsn: str,
+    free: int,
+    lim: int,
+    others: list[str] | None,
+    at_limit: bool = False,
+    scheduled: int = 0,
 ) -> list[tuple[Any, ...]]:
     """The scans of jobs in one limited claim of `lim` (concurrency 5, want 5), each as (node
     type, index, rows returned, rows removed by its filter), on a table loaded with `free`
     ready jobs of `free` (priority 5) and `lim` of `lim` (priority 0) and never analyzed
     (autovacuum off for it). `at_limit`: five `lim` jobs are running, so the claim has no room
-    and only looks whether `lim` has a job ready (its p_full_poll_s row)."""
+    and only looks whether `lim` has a job ready (its p_full_poll_s row). `scheduled`: that
+    many jobs of each kind at priority 9 due tomorrow, and the table analyzed. Each scan's
+    buffers (hit + read) come last."""
     from test_limits import limited_claim_plan_nodes
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -406,10 +413,19 @@ async def _read_without_statistics(
                 "UPDATE jobs SET locked_at = now(), locked_by = 'x', attempts = 1"
                 " WHERE id IN (SELECT id FROM jobs WHERE kind = 'lim' ORDER BY id LIMIT 5)"
             )
-        stats = "SELECT count(*) FROM pg_stats WHERE schemaname = %s AND tablename = 'jobs'"
-        assert conn.execute(stats, (S,)).fetchone() == (0,)  # never analyzed
+        if scheduled:
+            conn.execute(
+                "INSERT INTO jobs (kind, payload, priority, run_at)"
+                " SELECT k, '{}', 9, now() + interval '1 day'"
+                " FROM generate_series(1, %s), unnest(ARRAY['free', 'lim']) AS k",
+                (scheduled,),
+            )
+            conn.execute("ANALYZE jobs")
+        stats = "SELECT count(*) > 0 FROM pg_stats WHERE schemaname = %s AND tablename = 'jobs'"
+        assert conn.execute(stats, (S,)).fetchone() == (bool(scheduled),)
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a:
         await sync_kind_limits(a, S, [KindLimit("lim", concurrency=5)])
+        await a.execute("SET auto_explain.log_buffers = on")
         nodes = await limited_claim_plan_nodes(a, "lim", 5, others)
     return [
         (
@@ -417,6 +433,7 @@ async def _read_without_statistics(
             n.get("Index Name"),
             n.get("Actual Rows", 0),
             n.get("Rows Removed by Filter", 0),
+            n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0),
         )
         for n in nodes
         if "Scan" in n["Node Type"] and n.get("Relation Name") == "jobs"
@@ -461,3 +478,16 @@ async def test_fault_without_statistics_a_kind_at_its_limit_is_checked_in_one_en
     ready job of every kind (200,000 of them: 34-40 ms a claim; 0.6-0.7 ms after 0031)."""
     scans = await _read_without_statistics(empty_dsn, 50_000, 10, ["free"], at_limit=True)
     assert _rows(scans) <= 100, scans
+
+
+async def test_held_with_statistics_scheduled_jobs_ahead_in_the_index_are_not_stepped_over(
+    empty_dsn: str,
+) -> None:
+    """HELD (a guard for 0031's fix). 10 ready jobs of each kind at priority 0 behind 20,000
+    of each at priority 9 due tomorrow, analyzed: the planner reads the few due rows
+    (jobs_pending) and sorts them, where a walk of jobs_claim_kind would step over every
+    scheduled entry first. A first 0031 planned the claim with enable_sort off always: 72
+    buffers here became 258, and with 200,000 scheduled a kind 0.7-0.9 ms a claim became 19
+    ms; 0031 keeps that setting to a table without statistics."""
+    scans = await _read_without_statistics(empty_dsn, 10, 10, ["free"], scheduled=20_000)
+    assert sum(s[4] for s in scans) <= 150, scans

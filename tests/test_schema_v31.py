@@ -1,7 +1,8 @@
 """Migration 0031: the limited claim (jobtui_claim_limited) is planned with enable_sort and
-jit off, and looks whether a kind with no room has a job ready through a LATERAL walk of one
-index entry instead of an EXISTS, so that on a table never analysed it walks each kind's
-line from its head instead of the whole backlog (tests/test_attack_0030.py reads the plans);
+enable_incremental_sort off while `jobs` has no statistics (jit off always), and looks whether
+a kind with no room has a job ready through a LATERAL walk of one index entry instead of an
+EXISTS, so that on a table never analysed it walks each kind's line from its head instead of
+the whole backlog (tests/test_attack_0030.py reads the plans);
 the function is all it changes, replaced with the same signature. The head schema is
 tests/data/schema_v31.txt, `tools/schema_describe.py DSN --fresh --up-to 31`.
 """
@@ -35,7 +36,10 @@ def test_0031_changes_only_the_limited_claim_function() -> None:
     a, b = entries(old), entries(new)
     assert a.keys() == b.keys()
     assert [k for k in a if a[k] != b[k]] == ["function jobtui_claim_limited"]
-    assert "set plan_cache_mode=force_generic_plan,enable_sort=off,jit=off body:" in new
+    assert (
+        "set plan_cache_mode=force_generic_plan,enable_sort=on,enable_incremental_sort=on,jit=off"
+        " body:" in new
+    )
 
 
 def test_a_restored_schema_without_0031_is_recognised_and_0031_applies(empty_dsn: str) -> None:
@@ -73,3 +77,40 @@ def test_0031_applies_on_a_database_with_waiting_rows_and_a_kind_at_its_limit(
         assert conn.execute(claim).fetchall() == [(None, "lim", 2.5)]  # at its limit, 2 ready
         conn.execute("UPDATE jobs SET run_at = now() + interval '1 hour' WHERE id = 2")
         assert conn.execute(claim).fetchall() == []  # at its limit, none ready
+
+
+def test_the_claim_restores_the_settings_and_remembers_an_analysed_table(empty_dsn: str) -> None:
+    """The planner settings 0031 changes stay the function's (its SET clauses restore them); the
+    session remembers the table's statistics once seen (jobtui.analysed_jobs, its oid), not
+    before, and not when the claim's transaction is rolled back."""
+    claim = "SELECT id FROM jobtui_claim_limited(ARRAY['lim'], 'w1', 1, 2.5, ARRAY['free'])"
+    seen = "SELECT current_setting('jobtui.analysed_jobs', true)"
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        migrate(conn, "public")
+        conn.execute("INSERT INTO jobs (kind, payload) VALUES ('lim', '{}'), ('lim', '{}')")
+        conn.execute("INSERT INTO kind_limits (kind, declared_concurrency) VALUES ('lim', 2)")
+        conn.execute("SET enable_sort = off")  # the caller's, kept after the claim
+        assert conn.execute(claim).fetchall() == [(1,)]
+        assert conn.execute(seen).fetchone() in {(None,), ("",)}  # pg_stats has no row of jobs
+        conn.execute("ANALYZE jobs")
+        with conn.transaction(force_rollback=True):
+            assert conn.execute(claim).fetchall() == [(2,)]
+        assert conn.execute(seen).fetchone() in {(None,), ("",)}
+        assert conn.execute(claim).fetchall() == [(2,)]
+        oid = conn.execute("SELECT 'jobs'::regclass::oid::text").fetchone()
+        assert conn.execute(seen).fetchone() == oid
+        settings = (
+            "SELECT current_setting('enable_sort'), current_setting('enable_incremental_sort')"
+        )
+        assert conn.execute(settings).fetchone() == ("off", "on")
+
+
+def test_the_two_copies_of_the_claim_query_are_the_same() -> None:
+    """The query is written twice (a plan is cached per statement): with statistics and
+    without, the same text, so the two branches claim alike."""
+    text = (Path(__file__).parent.parent / "jobtui" / "schema").glob("0031_*.sql")
+    body = next(iter(text)).read_text("utf-8")
+    with_stats = body.split("  IF analysed THEN\n    RETURN QUERY\n")[1].split("\n  ELSE\n")[0]
+    without = body.split("      set_config('enable_incremental_sort', 'off', true);\n")[1]
+    without = without.split("    RETURN QUERY\n")[1].split("\n  END IF;")[0]
+    assert with_stats.count("\n") > 100 and with_stats == without
