@@ -27,6 +27,18 @@ ENTRY = (
 )  # fmt: skip
 
 
+def entries(text: str) -> dict[str, str]:
+    """A schema description's entries by their first line's name (a function's body is part
+    of its entry up to the next line that starts an entry)."""
+    out: dict[str, str] = {}
+    key = ""
+    for line in text.splitlines():
+        if line.startswith(ENTRY):
+            key = line.split("(")[0]
+        out[key] = out.get(key, "") + line + "\n"
+    return out
+
+
 def test_the_head_schema_is_its_description(empty_dsn: str) -> None:
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
         assert [m.version for m in migrate(conn, "Queue_2", up_to=30)][-1] == 30
@@ -37,17 +49,6 @@ def test_0030_changes_only_the_limited_claim_function() -> None:
     """Against 0029's description: every changed line is in jobtui_claim_limited's entry."""
     old = (DATA / "schema_v29.txt").read_text("utf-8")
     new = SNAPSHOT.read_text("utf-8")
-
-    def entries(text: str) -> dict[str, str]:
-        """The description's entries by their first line's name (a function's body is part of
-        its entry up to the next line that starts an entry)."""
-        out: dict[str, str] = {}
-        key = ""
-        for line in text.splitlines():
-            if line.startswith(ENTRY):
-                key = line.split("(")[0]
-            out[key] = out.get(key, "") + line + "\n"
-        return out
 
     a, b = entries(old), entries(new)
     assert a.keys() == b.keys()
