@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from jobtui.cli.errors import EXIT_USAGE
 from jobtui.config import InvalidDuration, parse_duration
-from jobtui.console_config import MAX_REFRESH_S, MIN_REFRESH_S
+from jobtui.console_config import MAX_REFRESH_S, MIN_REFRESH_S, seconds_text
 from jobtui.jobspec import MAX_KIND_CHARS
 
 # ASCII digits only: Python's int() also reads '١' (Arabic-Indic one) or '1_000', and an
@@ -141,17 +141,11 @@ def duration_within(low: float, high: float) -> Callable[[str], float]:
         seconds = duration(text)
         if not low <= seconds <= high:
             raise argparse.ArgumentTypeError(
-                f"expected {_seconds_text(low)} to {_seconds_text(high)}, not {text!r}"
+                f"expected {seconds_text(low)} to {seconds_text(high)}, not {text!r}"
             )
         return seconds
 
     return parse
-
-
-def _seconds_text(seconds: float) -> str:
-    """`seconds` as a duration this parser reads back: 0.5s, 5m (format_duration rounds 0.5 s
-    to 0s)."""
-    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
 
 
 # --refresh, of the console and of `jobtui serve`: the range the config file's refresh takes.
