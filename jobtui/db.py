@@ -292,10 +292,19 @@ def describe_error(exc: BaseException) -> str:
         bad_value = _BAD_DSN_VALUE.match(text)
         if bad_value:
             return f"invalid DSN: {bad_value[1]}"
-        if "password authentication failed" in low or "no password supplied" in low:
+        # A role that does not exist is refused at login as a wrong password is: said as
+        # "could not connect" it sent people looking at the network.
+        if (
+            "password authentication failed" in low
+            or "no password supplied" in low
+            or re.search(r'role ".*" does not exist', low)
+        ):
             return f"authentication failed: {text}"
         if re.search(r'database ".*" does not exist', low):
-            return f"database missing: {text}"
+            return (
+                f"database missing: {text} (create it, e.g. `createdb NAME`, then run "
+                "`jobtui migrate`; or fix the DSN)"
+            )
         if "timeout expired" in low or "timed out" in low:
             return f"could not connect: timed out ({text})"
         if (

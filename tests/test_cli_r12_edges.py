@@ -273,3 +273,28 @@ def test_migrate_over_another_jobs_table_says_to_use_a_schema_of_its_own(empty_d
     assert "migrated schema queue" in assert_ok(
         run_cli("--schema", "queue", "migrate", dsn=empty_dsn)
     )
+
+
+# --- connection failures a newcomer meets first ---
+
+
+def test_a_role_that_does_not_exist_is_an_authentication_failure(dsn: str) -> None:
+    """`role "nobody_r12" does not exist` was said as `could not connect to PostgreSQL`, which
+    sends people to the network; the server refused the login."""
+    bad = conninfo.make_conninfo(dsn, user="nobody_r12")
+    line = assert_one_error(
+        run_cli("stats", dsn=bad), 1, "authentication failed: ", 'role "nobody_r12" does not exist'
+    )
+    assert "could not connect" not in line
+
+
+def test_a_missing_database_says_what_to_do(dsn: str) -> None:
+    """`database missing: … does not exist` and no word on the next step for a first run."""
+    bad = conninfo.make_conninfo(dsn, dbname="no_such_db_r12")
+    assert_one_error(
+        run_cli("migrate", dsn=bad),
+        1,
+        "database missing: ",
+        '"no_such_db_r12" does not exist',
+        "create it, e.g. `createdb NAME`, then run `jobtui migrate`; or fix the DSN",
+    )
