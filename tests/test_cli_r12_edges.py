@@ -298,3 +298,29 @@ def test_a_missing_database_says_what_to_do(dsn: str) -> None:
         '"no_such_db_r12" does not exist',
         "create it, e.g. `createdb NAME`, then run `jobtui migrate`; or fix the DSN",
     )
+
+
+# --- an empty filter is refused, not taken as none ---
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jobs", "list", "--kind", ""],  # listed every job
+        ["jobs", "list", "--error", " "],
+        ["jobs", "cancel", "--kind", ""],  # said "name job ids, a filter (--kind, …) or --all"
+        ["dead", "list", "--text", ""],
+        ["dead", "requeue", "--signature", ""],
+    ],
+)
+def test_an_empty_filter_is_refused_not_dropped(dsn: str, args: list[str]) -> None:
+    """`--kind "$KIND"` of an unset variable was no filter at all."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO jobs (kind, payload) VALUES ('a', '{}'), ('b', '{}')")
+        before = conn.execute("SELECT * FROM jobs ORDER BY id").fetchall()
+    option = next(a for a in args if a.startswith("--"))
+    assert_one_error(
+        run_cli(*args, dsn=dsn), 2, f"argument {option}: is empty", "leave the option out"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT * FROM jobs ORDER BY id").fetchall() == before

@@ -190,3 +190,12 @@ def kind_name(text: str) -> str:
             f"a kind name is at most {MAX_KIND_CHARS} characters, not {len(text)}"
         )
     return text
+
+
+def filter_text(text: str) -> str:
+    """argparse type: a filter's value, not blank. `--kind ""` (a `--kind "$KIND"` of an unset
+    variable) was no filter at all: `jobs list` listed every job, and `jobs cancel` said "name
+    job ids, a filter (--kind, --error, …) or --all" to someone who had given --kind."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a value or leave the option out")
+    return text
