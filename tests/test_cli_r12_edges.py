@@ -324,3 +324,22 @@ def test_an_empty_filter_is_refused_not_dropped(dsn: str, args: list[str]) -> No
     )
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT * FROM jobs ORDER BY id").fetchall() == before
+
+
+# --- huge numbers ---
+
+
+@pytest.mark.parametrize("older_than", ["999999999d", "3000000d"])
+def test_prune_older_than_before_year_one_prunes_nothing(dsn: str, older_than: str) -> None:
+    """`prune --older-than 999999999d` (the largest duration the parser takes) said
+    `unexpected OverflowError: date value out of range`: now - older_than is before year 1."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (kind, payload, finished_at)"
+            " VALUES ('a', '{}', now() - interval '400 days')"
+        )
+    assert "pruned 0 finished jobs" in assert_ok(
+        run_cli("prune", "--older-than", older_than, dsn=dsn)
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
