@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import conninfo
-from test_cli_support import assert_ok, assert_one_error, clean_env, run_cli
+from test_cli_support import JOBTUI, assert_ok, assert_one_error, clean_env, run_cli
 
 from benchmarks.article import ARTICLE_DDL
 
@@ -343,3 +344,61 @@ def test_prune_older_than_before_year_one_prunes_nothing(dsn: str, older_than: s
     )
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+
+
+def test_worker_concurrency_beyond_what_its_row_stores_is_refused(dsn: str) -> None:
+    """`--concurrency 99999999999` started, then failed with `database error: integer out of
+    range` writing its `workers` row."""
+    proc = run_cli(
+        "worker", "--app", "apps.basic", "--concurrency", "99999999999", dsn=dsn, cwd=HERE
+    )
+    assert_one_error(proc, 2, "--concurrency must be from 1 to 2147483647, not 99999999999")
+
+
+def test_worker_retention_before_year_one_prunes_nothing_and_logs_no_failure(
+    dsn: str, conn: psycopg.Connection
+) -> None:
+    """`--retention 999999999d` (a way to say "never") made the prune chore fail each time
+    with `chore_skipped chore=prune error=database error: timestamp out of range`."""
+    conn.execute(
+        "INSERT INTO jobs (kind, payload, finished_at) VALUES ('quick', '{}', now() - interval"
+        " '400 days'), ('quick', '{}', NULL)"
+    )
+    conn.execute("UPDATE jobs SET attempts = max_attempts WHERE finished_at IS NULL")  # exhausted
+    proc = subprocess.Popen(
+        [*JOBTUI, "worker", "--app", "apps.basic", "--dsn", dsn, "--retention", "999999999d",
+         "--log-level", "warning"],
+        cwd=HERE, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the sweep buries it in the round that prunes
+            row = conn.execute("SELECT count(*) FROM dead_letters").fetchone()
+            if row and row[0]:
+                break
+            time.sleep(0.1)
+        assert row and row[0] == 1
+        time.sleep(2)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "chore=prune" not in err and "out of range" not in err, err
+    assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "said"),
+    [
+        (["--listen-dsn", ""], {}, "--listen-dsn is empty"),
+        ([], {"JOBTUI_LISTEN_DSN": " "}, "JOBTUI_LISTEN_DSN is set but empty"),
+    ],
+)
+def test_an_empty_listen_dsn_is_refused(
+    dsn: str, flags: list[str], env: dict[str, str], said: str
+) -> None:
+    """An empty --listen-dsn or JOBTUI_LISTEN_DSN (`$(cat FILE)` of a missing file) quietly
+    LISTENed through --dsn: the transaction pooler it was given to avoid."""
+    proc = run_cli(
+        "worker", "--app", "apps.basic", *flags, dsn=dsn, env=clean_env(**env), cwd=HERE, timeout=20
+    )
+    assert_one_error(proc, 2, said)
