@@ -402,3 +402,30 @@ def test_an_empty_listen_dsn_is_refused(
         "worker", "--app", "apps.basic", *flags, dsn=dsn, env=clean_env(**env), cwd=HERE, timeout=20
     )
     assert_one_error(proc, 2, said)
+
+
+# --- serve: where it cannot listen ---
+
+
+def test_serve_on_a_port_in_use_says_so_without_printing_a_url(dsn: str) -> None:
+    """The banner (`jobtui serve: http://127.0.0.1:PORT/ …`) was printed before aiohttp bound,
+    then `jobtui: error: error while attempting to bind on address ('127.0.0.1', PORT): address
+    already in use`: a URL that did not work, and an error naming no option."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = run_cli("serve", "--port", str(port), dsn=dsn, timeout=20)
+    assert_one_error(proc, 1, f"cannot listen on --host 127.0.0.1 --port {port}: ", "in use")
+    assert proc.stdout == ""
+
+
+def test_serve_on_a_host_that_does_not_resolve_says_so(dsn: str, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("me:0123456789abcdef0123456789abcdef\n")
+    tokens.chmod(0o600)
+    proc = run_cli(
+        "serve", "--host", "no-such-host.invalid", "--token-file", str(tokens), dsn=dsn, timeout=30
+    )
+    assert_one_error(proc, 1, "--host no-such-host.invalid", "the host does not resolve")
+    assert proc.stdout == ""
