@@ -429,3 +429,21 @@ def test_serve_on_a_host_that_does_not_resolve_says_so(dsn: str, tmp_path: Path)
     )
     assert_one_error(proc, 1, "--host no-such-host.invalid", "the host does not resolve")
     assert proc.stdout == ""
+
+
+# --- a mistyped command ---
+
+
+@pytest.mark.parametrize(
+    ("args", "near"),
+    [(["stat"], "stats"), (["job", "list"], "jobs"), (["jobs", "lst"], "list"),
+     (["dead", "reqeue", "1"], "requeue")],
+)  # fmt: skip
+def test_a_mistyped_command_names_the_nearest_one(args: list[str], near: str) -> None:
+    """argparse listed every choice and left the reader to find the one meant."""
+    assert_one_error(run_cli(*args), 2, "invalid choice", f"did you mean {near!r}?")
+
+
+def test_a_choice_far_from_every_command_gets_no_guess() -> None:
+    line = assert_one_error(run_cli("frobnicate"), 2, "invalid choice: 'frobnicate'")
+    assert "did you mean" not in line

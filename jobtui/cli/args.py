@@ -34,10 +34,26 @@ class Parser(argparse.ArgumentParser):
     subcommands: argparse._SubParsersAction | None = None
 
     def error(self, message: str) -> NoReturn:
-        message = " ".join(message.split())
+        message = _did_you_mean(" ".join(message.split()))
         self.exit(
             self.error_exit_code, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n"
         )
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _did_you_mean(message: str) -> str:
+    """argparse's "invalid choice: 'stat' (choose from 'console', …)" with the nearest choice
+    said first (`jobtui stat`, `jobtui jobs lst`): the list alone left the reader to find it."""
+    match = _INVALID_CHOICE.search(message)
+    if not match:
+        return message
+    import difflib
+
+    choices = re.findall(r"'([^']*)'", match[2])
+    near = difflib.get_close_matches(match[1], choices, n=1, cutoff=0.6)
+    return f"{message}; did you mean {near[0]!r}?" if near else message
 
 
 @dataclass(frozen=True)
