@@ -447,3 +447,13 @@ def test_a_mistyped_command_names_the_nearest_one(args: list[str], near: str) ->
 def test_a_choice_far_from_every_command_gets_no_guess() -> None:
     line = assert_one_error(run_cli("frobnicate"), 2, "invalid choice: 'frobnicate'")
     assert "did you mean" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "near"),
+    [(["jobs", "list", "--kidn", "x"], "--kind"), (["stats", "--jsno"], "--json"),
+     (["jobs", "list", "--limt=3"], "--limit")],
+)  # fmt: skip
+def test_a_mistyped_option_names_the_nearest_one(args: list[str], near: str) -> None:
+    """`jobs list --kidn x` said only `unrecognized arguments: --kidn x`."""
+    assert_one_error(run_cli(*args), 2, "unrecognized arguments", f"did you mean {near!r}?")
