@@ -76,6 +76,10 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     """`$JOBTUI_CONFIG`, else `$XDG_CONFIG_HOME/jobtui/config.toml`, else `~/.config/...`."""
     env = os.environ if env is None else env
     explicit = env.get("JOBTUI_CONFIG")
+    if explicit is not None and not explicit.strip():
+        # `JOBTUI_CONFIG=${CFG}` of an unset variable: the default file (or none) is not the
+        # file meant, and may lack its read_only = true or its targets.
+        raise ConfigError("JOBTUI_CONFIG is set but empty: set it to a config file or unset it")
     if explicit:
         return Path(explicit).expanduser()
     base = env.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
@@ -212,8 +216,8 @@ def load_console_config(
     An explicit `path` or `$JOBTUI_CONFIG` that does not exist is an error (the operator
     named it); the default location may simply be absent.
     """
-    named = path is not None or bool(env.get("JOBTUI_CONFIG"))
     target = path if path is not None else default_config_path(env)
+    named = path is not None or bool(env.get("JOBTUI_CONFIG"))
     try:
         raw = target.read_bytes()
     except FileNotFoundError:

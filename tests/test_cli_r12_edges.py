@@ -457,3 +457,29 @@ def test_a_choice_far_from_every_command_gets_no_guess() -> None:
 def test_a_mistyped_option_names_the_nearest_one(args: list[str], near: str) -> None:
     """`jobs list --kidn x` said only `unrecognized arguments: --kidn x`."""
     assert_one_error(run_cli(*args), 2, "unrecognized arguments", f"did you mean {near!r}?")
+
+
+# --- the config file named but empty ---
+
+
+def _default_config_refused_if_read(tmp_path: Path) -> dict[str, str]:
+    """An environment whose default config file (XDG_CONFIG_HOME) is refused when read."""
+    (tmp_path / "jobtui").mkdir()
+    (tmp_path / "jobtui" / "config.toml").write_text('[console]\nrefresh = "10ms"\n')
+    return {"XDG_CONFIG_HOME": str(tmp_path)}
+
+
+@pytest.mark.parametrize("args", [["--config", "", "stats"], ["stats", "--config", " "]])
+def test_an_empty_config_option_is_refused(dsn: str, args: list[str]) -> None:
+    """`--config "$CFG"` of an unset variable read the default file instead."""
+    assert_one_error(run_cli(*args, dsn=dsn), 2, "argument --config: is empty")
+
+
+def test_an_empty_jobtui_config_is_refused_not_the_default_file(dsn: str, tmp_path: Path) -> None:
+    """`JOBTUI_CONFIG=` silently read ~/.config/jobtui/config.toml (here one that would be
+    refused for its refresh, to tell which file was read): not the file meant, which may hold
+    the read_only = true or the targets the operator relied on."""
+    env = clean_env(JOBTUI_CONFIG="", **_default_config_refused_if_read(tmp_path))
+    assert_one_error(run_cli("stats", dsn=dsn, env=env), 1, "JOBTUI_CONFIG is set but empty")
+    check = run_cli("check", dsn=dsn, env=env)
+    assert check.returncode == 3 and "JOBTUI_CONFIG is set but empty" in check.stdout, check

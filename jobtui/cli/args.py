@@ -215,3 +215,11 @@ def filter_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("is empty: give a value or leave the option out")
     return text
+
+
+def config_path(text: str) -> str:
+    """argparse type: `--config PATH`, not blank (`--config "$CFG"` of an unset variable read
+    the default file, which may lack the named one's read_only = true or its targets)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a config file or leave --config out")
+    return text

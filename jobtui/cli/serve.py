@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobtui.cli.args import REFRESH, Args, Commands, positive_int
+from jobtui.cli.args import REFRESH, Args, Commands, config_path, positive_int
 from jobtui.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ def register(commands: Commands) -> None:
     )
     p.add_argument(
         "--config",
+        type=config_path,
         metavar="PATH",
         help="console config file for every session (default: $JOBTUI_CONFIG or "
         "~/.config/jobtui/config.toml)",
