@@ -24,15 +24,36 @@ def resolve_dsn(flag: str | None = None, env: Mapping[str, str] | None = None) -
     return ""
 
 
+class InvalidSetting(ValueError):
+    """An environment setting jobtui reads has a value it does not know (a user error)."""
+
+
 def resolve_schema(flag: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """The schema holding jobtui's tables: the flag, then JOBTUI_SCHEMA, then `public`."""
+    """The schema holding jobtui's tables: the flag, then JOBTUI_SCHEMA, then `public`.
+
+    A JOBTUI_SCHEMA that is set but empty (or blank) is refused, as an empty JOBTUI_DSN is:
+    it is nearly always `JOBTUI_SCHEMA=${QUEUE_SCHEMA}` of an unset variable, and taking it as
+    `public` made migrate, the worker and the console act on another schema's tables."""
     env = os.environ if env is None else env
-    return flag or env.get("JOBTUI_SCHEMA") or DEFAULT_SCHEMA
+    if flag:
+        return flag
+    value = env.get("JOBTUI_SCHEMA")
+    if value is None:
+        return DEFAULT_SCHEMA
+    if not value.strip():
+        raise InvalidSetting(
+            "JOBTUI_SCHEMA is set but empty: set it to the schema holding jobtui's tables, "
+            "or unset it for public"
+        )
+    return value
 
 
-def connect_kwargs() -> dict[str, object]:
-    """Extra connection arguments: a bounded connect timeout unless the DSN/env sets one."""
-    if os.environ.get("PGCONNECT_TIMEOUT"):
+def connect_kwargs(dsn: str = "") -> dict[str, object]:
+    """Extra connection arguments: a bounded connect timeout unless the DSN or the environment
+    sets one (an argument overrides the DSN's own: `?connect_timeout=30` became 5 s)."""
+    from psycopg.conninfo import conninfo_to_dict  # here: only where a connection is made
+
+    if os.environ.get("PGCONNECT_TIMEOUT") or "connect_timeout" in conninfo_to_dict(dsn):
         return {}
     return {"connect_timeout": CONNECT_TIMEOUT_S}
 

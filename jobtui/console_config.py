@@ -76,22 +76,38 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
     """`$JOBTUI_CONFIG`, else `$XDG_CONFIG_HOME/jobtui/config.toml`, else `~/.config/...`."""
     env = os.environ if env is None else env
     explicit = env.get("JOBTUI_CONFIG")
+    if explicit is not None and not explicit.strip():
+        # `JOBTUI_CONFIG=${CFG}` of an unset variable: the default file (or none) is not the
+        # file meant, and may lack its read_only = true or its targets.
+        raise ConfigError("JOBTUI_CONFIG is set but empty: set it to a config file or unset it")
     if explicit:
         return Path(explicit).expanduser()
     base = env.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
     return Path(base) / "jobtui" / "config.toml"
 
 
-def _seconds(where: str, value: object) -> float:
+def _seconds(where: str, value: object, within: tuple[float, float] | None = None) -> float:
+    """A duration in seconds, more than zero, and within `within` when given: out of range is
+    refused as `--refresh` refuses it (the file's refresh was clamped without a word: "10ms"
+    became 0.5 s, "1h" 5 min)."""
+    allowed = f" from {seconds_text(within[0])} to {seconds_text(within[1])}" if within else ""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise ConfigError(f'{where}: expected a duration such as "2s" or "5m"')
+        raise ConfigError(f'{where}: expected a duration{allowed} such as "2s" or "5m"')
     try:
         seconds = parse_duration(str(value)).total_seconds()
     except InvalidDuration as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}{';' if within else ''}{allowed}") from None
+    if within and not within[0] <= seconds <= within[1]:
+        raise ConfigError(f"{where}: must be{allowed}, not {value!r}")
     if seconds <= 0:
         raise ConfigError(f"{where}: must be more than zero")
     return seconds
+
+
+def seconds_text(seconds: float) -> str:
+    """`seconds` as a duration the parser reads back: 0.5s, 5m (format_duration rounds 0.5 s
+    to 0s); what `--refresh` and the config file's refresh say of their range."""
+    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
 
 
 def _keys(where: str, value: object) -> str:
@@ -128,8 +144,9 @@ def parse_console_config(data: Mapping[str, Any], where: str = "config") -> Cons
     cfg = ConsoleConfig()
     changes: dict[str, Any] = {}
     if "refresh" in console:
-        refresh = _seconds(f"{where}: [console] refresh", console["refresh"])
-        changes["refresh_s"] = min(MAX_REFRESH_S, max(MIN_REFRESH_S, refresh))
+        changes["refresh_s"] = _seconds(
+            f"{where}: [console] refresh", console["refresh"], (MIN_REFRESH_S, MAX_REFRESH_S)
+        )
     if "oldest_warn" in console:
         changes["oldest_warn_s"] = _seconds(
             f"{where}: [console] oldest_warn", console["oldest_warn"]
@@ -199,8 +216,8 @@ def load_console_config(
     An explicit `path` or `$JOBTUI_CONFIG` that does not exist is an error (the operator
     named it); the default location may simply be absent.
     """
-    named = path is not None or bool(env.get("JOBTUI_CONFIG"))
     target = path if path is not None else default_config_path(env)
+    named = path is not None or bool(env.get("JOBTUI_CONFIG"))
     try:
         raw = target.read_bytes()
     except FileNotFoundError:

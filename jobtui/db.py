@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
 from psycopg.conninfo import conninfo_to_dict
 
-from jobtui.config import connect_kwargs
+from jobtui.config import InvalidSetting, connect_kwargs
 from jobtui.sql import queries
 
 APPLICATION_NAME = "jobtui"
@@ -25,10 +27,6 @@ APPLICATION_NAME = "jobtui"
 # under the same name. "auto" (the default) turns them off when the connection is pooled.
 PREPARED_ENV = "JOBTUI_PREPARED_STATEMENTS"
 PREPARED_MODES = ("auto", "on", "off")
-
-
-class InvalidSetting(ValueError):
-    """An environment setting jobtui reads has a value it does not know (a user error)."""
 
 
 def prepared_mode() -> str:
@@ -145,18 +143,98 @@ def check_dsn(dsn: str) -> None:
         ) from None
 
 
+# libpq (`connection is bad`, before any network) or psycopg refusing a parsed DSN's values:
+# sslmode=bogus, port=abc, port=99999, connect_timeout=abc, a service not defined, more ports
+# than hosts.
+_BAD_DSN_VALUE = re.compile(
+    r"^(?:connection is bad: )?(invalid \S+ value.*|invalid integer value.*"
+    r"|invalid port number.*|bad value for \w+.*"
+    r"|definition of service .* not found|service file .* not found"
+    r"|could not match \d+ (?:port numbers|host names).*)$",
+    re.IGNORECASE,
+)
+# The connection option each of those refusals is about.
+_BAD_OPTION = (
+    re.compile(r'for connection option "(\w+)"'),
+    re.compile(r"^invalid (\w+) value", re.IGNORECASE),
+    re.compile(r"^bad value for (\w+)"),
+    re.compile(r"^invalid (port) number"),
+    re.compile(r"^definition of (service) "),
+    re.compile(r"^could not match \d+ (port numbers|host names) to \d+ (hosts|port numbers)"),
+)
+_OPTION_WORDS = {"port numbers": "port", "host names": "host", "hosts": "host"}
+
+
+def _environment_variables() -> dict[str, str]:
+    """libpq's connection option -> the PG* variable that sets it (PGPORT for port, ...)."""
+    from psycopg import pq
+
+    return {d.keyword.decode(): d.envvar.decode() for d in pq.Conninfo.get_defaults() if d.envvar}
+
+
+def _refused_setting(exc: psycopg.Error, dsn: str) -> psycopg.Error | None:
+    """`exc` said better, when a connection setting's value was refused or a host named by
+    the environment did not resolve: a value from a PG* variable the DSN does not override
+    names that variable (`PGPORT=abc` said `invalid DSN: invalid integer value "abc" for
+    connection option "port"`, `PGCONNECT_TIMEOUT=abc` `database error: bad value for
+    connect_timeout: 'abc'`, `PGHOST=typo` `failed to resolve host None`); one from the DSN
+    is an InvalidDsn. None when `exc` is none of those."""
+    text = _first_line(str(exc))
+    given = conninfo_to_dict(dsn)
+    if text.startswith("failed to resolve host None") and "host" not in given:
+        host = os.environ.get("PGHOST")
+        if host is None:
+            return None
+        return psycopg.OperationalError(text.replace("host None", f"host {host!r} (PGHOST)", 1))
+    bad = _BAD_DSN_VALUE.match(text)
+    if not bad:
+        return None
+    detail = bad[1]
+    variables = _environment_variables()
+    options = [
+        _OPTION_WORDS.get(word, word)
+        for pattern in _BAD_OPTION
+        if (match := pattern.search(detail))
+        for word in match.groups()
+    ]
+    named = [
+        f"{variables[o]}={os.environ[variables[o]]!r}"
+        for o in dict.fromkeys(options)
+        if o not in given and o in variables and variables[o] in os.environ
+    ]
+    if not named:
+        return InvalidDsn(f"invalid DSN: {detail}")
+    return InvalidDsn(
+        f"invalid connection setting in the environment, {' '.join(named)}: {detail}; "
+        "fix or unset it (or give the value in --dsn)"
+    )
+
+
+@contextmanager
+def _refusals_said_better(dsn: str) -> Iterator[None]:
+    """Around a connect: a refused setting is raised as `_refused_setting` says it."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        better = _refused_setting(exc, dsn)
+        if better is None:
+            raise
+        raise better from exc
+
+
 def connect(
     dsn: str, *, autocommit: bool = True, app: str = APPLICATION_NAME
 ) -> psycopg.Connection:
     """A sync connection with a bounded connect timeout, prepared statements off behind a
     transaction pooler, dates and intervals in the styles psycopg reads."""
     check_dsn(dsn)
-    conn = psycopg.connect(
-        dsn,
-        autocommit=True,
-        application_name=app,
-        **connect_kwargs(),  # type: ignore[arg-type]
-    )
+    with _refusals_said_better(dsn):
+        conn = psycopg.connect(
+            dsn,
+            autocommit=True,
+            application_name=app,
+            **connect_kwargs(dsn),  # type: ignore[arg-type]
+        )
     try:
         apply_prepared_mode(conn)
         apply_output_styles(conn)
@@ -177,12 +255,13 @@ async def aconnect(
     """An async connection with a bounded connect timeout, prepared statements off behind a
     transaction pooler; `extra` are more libpq/psycopg arguments (the worker's keepalives)."""
     check_dsn(dsn)
-    conn = await psycopg.AsyncConnection.connect(
-        dsn,
-        autocommit=True,
-        application_name=app,
-        **{**connect_kwargs(), **(extra or {})},
-    )
+    with _refusals_said_better(dsn):
+        conn = await psycopg.AsyncConnection.connect(
+            dsn,
+            autocommit=True,
+            application_name=app,
+            **{**connect_kwargs(dsn), **(extra or {})},
+        )
     try:
         await aapply_prepared_mode(conn)
         await aapply_output_styles(conn)
@@ -201,16 +280,6 @@ def _first_line(text: str) -> str:
     return text.strip()
 
 
-# libpq (`connection is bad`, before any network) or psycopg refusing a parsed DSN's values:
-# sslmode=bogus, port=abc, a service not defined, more ports than hosts.
-_BAD_DSN_VALUE = re.compile(
-    r"^(?:connection is bad: )?(invalid \S+ value.*|invalid integer value.*"
-    r"|definition of service .* not found|service file .* not found"
-    r"|could not match \d+ (?:port numbers|host names).*)$",
-    re.IGNORECASE,
-)
-
-
 def describe_error(exc: BaseException) -> str:
     """One line a person can act on, for any error raised while talking to PostgreSQL."""
     if isinstance(exc, SchemaMissing | InvalidDsn):
@@ -223,10 +292,19 @@ def describe_error(exc: BaseException) -> str:
         bad_value = _BAD_DSN_VALUE.match(text)
         if bad_value:
             return f"invalid DSN: {bad_value[1]}"
-        if "password authentication failed" in low or "no password supplied" in low:
+        # A role that does not exist is refused at login as a wrong password is: said as
+        # "could not connect" it sent people looking at the network.
+        if (
+            "password authentication failed" in low
+            or "no password supplied" in low
+            or re.search(r'role ".*" does not exist', low)
+        ):
             return f"authentication failed: {text}"
         if re.search(r'database ".*" does not exist', low):
-            return f"database missing: {text}"
+            return (
+                f"database missing: {text} (create it, e.g. `createdb NAME`, then run "
+                "`jobtui migrate`; or fix the DSN)"
+            )
         if "timeout expired" in low or "timed out" in low:
             return f"could not connect: timed out ({text})"
         if (

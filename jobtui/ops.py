@@ -485,7 +485,10 @@ async def prune_finished(
         await cur.execute(statement(schema, "ops_now"))
         now_row = await cur.fetchone()
     assert now_row is not None
-    cutoff = now_row[0] - older_than
+    try:
+        cutoff = now_row[0] - older_than
+    except OverflowError:  # before year 1 (`--older-than 999999999d`): no finished_at is
+        cutoff = datetime.min.replace(tzinfo=now_row[0].tzinfo)  # older, none can be read back
     audit = _AuditTotal(
         schema,
         os_user,

@@ -35,6 +35,7 @@ import json
 import logging
 import re
 import secrets
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,18 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+def check_listen(host: str, port: int) -> None:
+    """Raise OSError unless `host:port` can be listened on (bound and let go at once, as
+    aiohttp binds: SO_REUSEADDR). The banner with the URL is printed before aiohttp binds, so
+    a port in use or a host that does not resolve printed a URL, then failed."""
+    for family, kind, proto, _, address in socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    ):
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
 
 
 class ConsoleServer(Server):

@@ -97,9 +97,25 @@ def test_named_file_must_exist(tmp_path: Path) -> None:
         load_console_config(env={"JOBTUI_CONFIG": str(tmp_path / "missing.toml")})
 
 
-def test_refresh_is_clamped(tmp_path: Path) -> None:
-    path = write(tmp_path, '[console]\nrefresh = "10ms"')
-    assert load_console_config(path).refresh_s == 0.5
+@pytest.mark.parametrize("value", ['"10ms"', '"0.4s"', '"301s"', '"1h"', "0", '"abc"', "true"])
+def test_refresh_out_of_range_or_not_a_duration_is_refused(tmp_path: Path, value: str) -> None:
+    """The file's refresh was clamped without a word ("10ms" became 0.5 s) where `--refresh`
+    refuses the same value: now refused, naming the file, the key and the range."""
+    path = write(tmp_path, f"[console]\nrefresh = {value}")
+    with pytest.raises(ConfigError) as info:
+        load_console_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: [console] refresh: "), message
+    assert "from 0.5s to 5m" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(("value", "seconds"), [('"0.5s"', 0.5), ('"5m"', 300.0), ("3", 3.0)])
+def test_refresh_at_the_ends_of_its_range_is_taken(
+    tmp_path: Path, value: str, seconds: float
+) -> None:
+    assert load_console_config(write(tmp_path, f"[console]\nrefresh = {value}")).refresh_s == (
+        seconds
+    )
 
 
 def test_environment_name_and_danger_pattern(tmp_path: Path) -> None:

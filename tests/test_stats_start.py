@@ -29,7 +29,7 @@ REPORT = (
 def modules_of(tmp_path: Path, *argv: str) -> set[str]:
     out = tmp_path / "modules.json"
     code = REPORT.replace("{out!r}", repr(str(out))).replace("{argv!r}", repr(list(argv)))
-    env = {"JOBTUI_CONFIG": "", "XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
     )

@@ -119,8 +119,22 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
             subs = target.subcommands
             if key and subs is not None and key in subs.choices:
                 target = subs.choices[key]
-        target.error(f"unrecognized arguments: {' '.join(extra)}")
+        target.error(f"unrecognized arguments: {' '.join(extra)}{_nearest_option(target, extra)}")
     return args
+
+
+def _nearest_option(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """`; did you mean '--kind'?` for the first stray option near one of `parser`'s
+    (`jobs list --kidn x` said only "unrecognized arguments: --kidn x")."""
+    import difflib
+
+    known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    for word in extra:
+        if word.startswith("--"):
+            near = difflib.get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.7)
+            if near:
+                return f"; did you mean {near[0]!r}?"
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

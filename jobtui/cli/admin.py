@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import sys
 from datetime import timedelta
@@ -139,6 +140,7 @@ _WORKER_FLAGS = {
 def cmd_worker(args: Args) -> int:
     from jobtui.registry import load_registry  # the worker is imported by this command only
     from jobtui.worker import WorkerSettings, run_worker
+    from jobtui.worker.supervisor import LISTEN_DSN_ENV
 
     registry = load_registry(args.app)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
@@ -155,6 +157,17 @@ def cmd_worker(args: Args) -> int:
             raise CliError(
                 f"--kinds names kinds with no handler in {args.app}: {', '.join(missing)}"
             )
+    if args.listen_dsn is not None and not args.listen_dsn.strip():
+        # As --dsn "": LISTEN would quietly go through --dsn, the pooler it was meant to avoid.
+        raise CliError(
+            "--listen-dsn is empty: give a session-mode connection string, or leave it out",
+            EXIT_USAGE,
+        )
+    if not (os.environ.get(LISTEN_DSN_ENV, "x").strip()):
+        raise CliError(
+            f"{LISTEN_DSN_ENV} is set but empty: set it to a connection string or unset it",
+            EXIT_USAGE,
+        )
     settings = WorkerSettings(
         listen_dsn=args.listen_dsn,
         concurrency=args.concurrency,

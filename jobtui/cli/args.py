@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from jobtui.cli.errors import EXIT_USAGE
 from jobtui.config import InvalidDuration, parse_duration
-from jobtui.console_config import MAX_REFRESH_S, MIN_REFRESH_S
+from jobtui.console_config import MAX_REFRESH_S, MIN_REFRESH_S, seconds_text
 from jobtui.jobspec import MAX_KIND_CHARS
 
 # ASCII digits only: Python's int() also reads '١' (Arabic-Indic one) or '1_000', and an
@@ -34,10 +34,26 @@ class Parser(argparse.ArgumentParser):
     subcommands: argparse._SubParsersAction | None = None
 
     def error(self, message: str) -> NoReturn:
-        message = " ".join(message.split())
+        message = _did_you_mean(" ".join(message.split()))
         self.exit(
             self.error_exit_code, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n"
         )
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _did_you_mean(message: str) -> str:
+    """argparse's "invalid choice: 'stat' (choose from 'console', …)" with the nearest choice
+    said first (`jobtui stat`, `jobtui jobs lst`): the list alone left the reader to find it."""
+    match = _INVALID_CHOICE.search(message)
+    if not match:
+        return message
+    import difflib
+
+    choices = re.findall(r"'([^']*)'", match[2])
+    near = difflib.get_close_matches(match[1], choices, n=1, cutoff=0.6)
+    return f"{message}; did you mean {near[0]!r}?" if near else message
 
 
 @dataclass(frozen=True)
@@ -141,17 +157,11 @@ def duration_within(low: float, high: float) -> Callable[[str], float]:
         seconds = duration(text)
         if not low <= seconds <= high:
             raise argparse.ArgumentTypeError(
-                f"expected {_seconds_text(low)} to {_seconds_text(high)}, not {text!r}"
+                f"expected {seconds_text(low)} to {seconds_text(high)}, not {text!r}"
             )
         return seconds
 
     return parse
-
-
-def _seconds_text(seconds: float) -> str:
-    """`seconds` as a duration this parser reads back: 0.5s, 5m (format_duration rounds 0.5 s
-    to 0s)."""
-    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
 
 
 # --refresh, of the console and of `jobtui serve`: the range the config file's refresh takes.
@@ -195,4 +205,21 @@ def kind_name(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"a kind name is at most {MAX_KIND_CHARS} characters, not {len(text)}"
         )
+    return text
+
+
+def filter_text(text: str) -> str:
+    """argparse type: a filter's value, not blank. `--kind ""` (a `--kind "$KIND"` of an unset
+    variable) was no filter at all: `jobs list` listed every job, and `jobs cancel` said "name
+    job ids, a filter (--kind, --error, …) or --all" to someone who had given --kind."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a value or leave the option out")
+    return text
+
+
+def config_path(text: str) -> str:
+    """argparse type: `--config PATH`, not blank (`--config "$CFG"` of an unset variable read
+    the default file, which may lack the named one's read_only = true or its targets)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a config file or leave --config out")
     return text

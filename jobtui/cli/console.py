@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jobtui.cli.args import REFRESH, Args, Commands, job_id
+from jobtui.cli.args import REFRESH, Args, Commands, config_path, job_id
 from jobtui.cli.errors import EXIT_USAGE, CliError
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--config",
+        type=config_path,
         metavar="PATH",
         default=default,
         help="console config file (default: $JOBTUI_CONFIG or ~/.config/jobtui/config.toml)",

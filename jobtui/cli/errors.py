@@ -58,9 +58,8 @@ def explain(exc: BaseException) -> tuple[str, int]:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions of the layers below that carry a message meant for the user."""
     from jobtui.browse import InvalidFilter
-    from jobtui.config import InvalidDuration
+    from jobtui.config import InvalidDuration, InvalidSetting
     from jobtui.console_config import ConfigError
-    from jobtui.db import InvalidSetting
     from jobtui.demo import DemoError
     from jobtui.embedded import EmbeddedUnavailable
     from jobtui.enqueue import InvalidJob

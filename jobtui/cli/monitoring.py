@@ -24,7 +24,7 @@ from jobtui import alerts, dbhealth
 from jobtui.alerts import AlertRules, Verdict
 from jobtui.cli import nagios
 from jobtui.cli import output as fmt
-from jobtui.cli.args import Args, Commands, duration, non_negative_int
+from jobtui.cli.args import Args, Commands, config_path, duration, non_negative_int
 from jobtui.cli.errors import EXIT_FAILURE, CliError, explain, one_line
 from jobtui.cli.session import (
     base_schema,
@@ -71,7 +71,9 @@ def register(commands: Commands) -> None:
         metavar="DURATION",
         help="window for rates and percentiles (default 15m)",
     )
-    p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
+    p.add_argument(
+        "--config", type=config_path, metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP
+    )
 
     p = commands.add(
         "check",
@@ -110,7 +112,9 @@ def register(commands: Commands) -> None:
             metavar=metavar,
             help=f"the critical level (default: twice --max-{flag})",
         )
-    p.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
+    p.add_argument(
+        "--config", type=config_path, metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP
+    )
 
 
 def alert_rules(args: Args) -> AlertRules:

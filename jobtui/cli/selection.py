@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 from jobtui import ops
-from jobtui.cli.args import Args, Commands, Handler, job_id, positive_int
+from jobtui.cli.args import Args, Commands, Handler, filter_text, job_id, positive_int
 from jobtui.cli.errors import CliError
 from jobtui.cli.output import dumps, table
 from jobtui.cli.progress import progress
@@ -24,12 +24,20 @@ Fetch = Callable[[psycopg.AsyncConnection, str, int | None, int], Awaitable[Page
 
 
 def add_filters(p: argparse.ArgumentParser, *, dead: bool) -> None:
-    p.add_argument("--kind", help="only this kind")
-    p.add_argument("--key", help="exactly this unique key (jobs enqueued with unique_key=…)")
+    p.add_argument("--kind", type=filter_text, help="only this kind")
+    p.add_argument(
+        "--key", type=filter_text, help="exactly this unique key (jobs enqueued with unique_key=…)"
+    )
     if dead:
-        p.add_argument("--error", help="error text contains this (case-insensitive)")
-        p.add_argument("--signature", help="exactly this error signature (one failure group)")
-        p.add_argument("--text", help="payload text contains this, or an id")
+        p.add_argument(
+            "--error", type=filter_text, help="error text contains this (case-insensitive)"
+        )
+        p.add_argument(
+            "--signature",
+            type=filter_text,
+            help="exactly this error signature (one failure group)",
+        )
+        p.add_argument("--text", type=filter_text, help="payload text contains this, or an id")
     else:
         p.add_argument(
             "--state",
@@ -38,7 +46,7 @@ def add_filters(p: argparse.ArgumentParser, *, dead: bool) -> None:
             help="ready, scheduled, retrying, running, exhausted, succeeded or cancelled "
             "(repeat or comma-separate)",
         )
-        p.add_argument("--error", help="error or payload text contains this")
+        p.add_argument("--error", type=filter_text, help="error or payload text contains this")
 
 
 @dataclass(frozen=True)

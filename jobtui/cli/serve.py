@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobtui.cli.args import REFRESH, Args, Commands, positive_int
+from jobtui.cli.args import REFRESH, Args, Commands, config_path, positive_int
 from jobtui.cli.errors import CliError
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def register(commands: Commands) -> None:
     )
     p.add_argument(
         "--config",
+        type=config_path,
         metavar="PATH",
         help="console config file for every session (default: $JOBTUI_CONFIG or "
         "~/.config/jobtui/config.toml)",
@@ -163,6 +165,15 @@ def cmd_serve(args: Args) -> int:
             )
     if args.config is not None and not Path(args.config).is_file():
         raise CliError(f"--config {args.config}: no such file")
+    try:
+        web.check_listen(args.host, args.port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, socket.gaierror):
+            reason = f"the host does not resolve ({reason})"
+        raise CliError(
+            f"cannot listen on --host {args.host} --port {args.port}: {reason}"
+        ) from None
     dsn, schema = dsn_of(args), schema_of(args)
     with connect(dsn) as conn:  # one clear line now rather than a dead page per session
         check_schema(conn, schema)

@@ -16,10 +16,10 @@ import psycopg
 
 from jobtui.cli.args import Args
 from jobtui.cli.errors import EXIT_USAGE, CliError
-from jobtui.config import resolve_dsn, resolve_schema
+from jobtui.config import InvalidSetting, resolve_dsn, resolve_schema
 from jobtui.db import acheck_schema, aconnect, check_dsn
 from jobtui.inert import clean
-from jobtui.sql import quote_schema
+from jobtui.sql import InvalidSchemaName, quote_schema
 from jobtui.targets import Target, TargetError, select
 
 if TYPE_CHECKING:  # ops (and its imports) only for the commands that write: not `stats`
@@ -120,8 +120,15 @@ def base_schema(args: Args) -> str:
             "--schema is empty: name the schema holding jobtui's tables, or leave it out",
             EXIT_USAGE,
         )
-    schema = resolve_schema(flag)
-    quote_schema(schema)  # an invalid name fails here, with one line
+    try:
+        schema = resolve_schema(flag)
+    except InvalidSetting as exc:  # JOBTUI_SCHEMA set but empty: a usage error as --schema ""
+        raise CliError(str(exc), EXIT_USAGE) from None
+    try:
+        quote_schema(schema)
+    except InvalidSchemaName as exc:  # say where the name came from: a flag or the environment
+        source = "--schema" if flag else "JOBTUI_SCHEMA"
+        raise InvalidSchemaName(f"{source}: {exc}") from None
     return schema
 
 

@@ -361,28 +361,44 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
                 f"{schema}.jobs exists but is not a table; jobtui needs that name; nothing changed"
             )
         return
-    columns: dict[str, str] = {name: type_ for name, type_, _ in rows}
-    nullable = {name for name, _, notnull in rows if not notnull}
-    problems = []
+    columns: dict[str, str] = {name: type_ for name, type_, *_ in rows}
+    nullable = {name for name, _, notnull, *_ in rows if not notnull}
+    domains = {name for name, _, _, domain, _ in rows if domain}
+    # NOT NULL by its domain: no NULL rows, but the column allows NULL once of the base type.
+    domain_not_null = {name for name, *_, not_null in rows if not_null}
     row = conn.execute(q.migrate_quote_ident, {"schema": schema}).fetchone()
     table = f"{row[0] if row else schema}.jobs"
+    problems, fixes, nulls, missing = [], [], [], False
     for name, wanted in (ARTICLE_COLUMNS | ADDED_COLUMNS).items():
         have = columns.get(name)
-        if have is None and name in ARTICLE_COLUMNS:
-            problems.append(f"column {name} is missing")
-        elif have is not None and have != wanted:
-            problems.append(f"column {name} is {have}, jobtui needs {wanted}")
-        elif name in NOT_NULL_COLUMNS and name in nullable:
-            problems.append(
-                f"column {name} allows NULL, jobtui needs it NOT NULL: give its NULL rows a "
-                f"value, then run ALTER TABLE {table} ALTER COLUMN {name} "
-                "SET NOT NULL"
-            )
-    if problems:
-        raise MigrationRefused(
-            f"{schema}.jobs exists and cannot be extended safely ({'; '.join(problems)}); "
-            "nothing was changed"
+        if have is None:
+            if name in ARTICLE_COLUMNS:
+                problems.append(f"column {name} is missing")
+                missing = True
+            continue
+        if have != wanted:
+            what = f"{have}, a domain" if name in domains else have
+            problems.append(f"column {name} is {what}, jobtui needs {wanted}")
+            fixes.append(f"ALTER COLUMN {name} TYPE {wanted} USING {name}::{wanted}")
+        if name in NOT_NULL_COLUMNS and name in nullable:
+            if name not in domain_not_null:
+                problems.append(f"column {name} allows NULL, jobtui needs it NOT NULL")
+                nulls.append(name)
+            fixes.append(f"ALTER COLUMN {name} SET NOT NULL")
+    if not problems:
+        return
+    if missing:  # not the article's table: another `jobs` is in the way
+        hint = (
+            "it is not the article's jobs table: put jobtui's tables in a schema of their "
+            "own with --schema (or $JOBTUI_SCHEMA)"
         )
+    else:
+        first = f"give the NULL rows of {', '.join(nulls)} a value, then " if nulls else ""
+        hint = f"to extend it, {first}run ALTER TABLE {table} {', '.join(fixes)}"
+    raise MigrationRefused(
+        f"{schema}.jobs exists and cannot be extended safely ({'; '.join(problems)}); "
+        f"nothing was changed; {hint}"
+    )
 
 
 def _fingerprint(conn: psycopg.Connection, schema: str) -> set[str]:

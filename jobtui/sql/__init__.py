@@ -24,7 +24,8 @@ def quote_schema(schema: str) -> str:
     """Return `schema` as a quoted identifier after checking it is a plain identifier."""
     if not SCHEMA_PATTERN.match(schema):
         raise InvalidSchemaName(
-            f"invalid schema name {schema!r}: use letters, digits and underscores"
+            f"invalid schema name {schema!r}: use letters, digits and underscores, starting "
+            "with a letter or underscore, at most 63 characters"
         )
     return '"' + schema + '"'
 

@@ -26,10 +26,15 @@ SELECT version FROM __schema__.jobtui_migrations
 INSERT INTO __schema__.jobtui_migrations (version, name) VALUES (%s, %s)
 
 -- name: migrate_jobs_columns
-SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+-- Each column's name, type, NOT NULL, whether its type is a domain, and whether that domain
+-- is NOT NULL (which the column loses when ALTERed to the base type: the refusal's hint adds
+-- SET NOT NULL, with no NULL rows to fill first).
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, t.typtype = 'd',
+       t.typtype = 'd' AND t.typnotnull
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type t ON t.oid = a.atttypid
 WHERE n.nspname = %s AND c.relname = 'jobs' AND a.attnum > 0 AND NOT a.attisdropped
 
 -- name: migrate_jobs_relkind

@@ -263,9 +263,11 @@ class Housekeeper:
         if ended:
             log.info("worker=%s event=cancel_requests_ended count=%d", db.worker_id, ended)
         await self._chore("forget_workers", db.forget_stale_workers(link))
-        pruned = await self._chore(
-            "prune", db.prune(link, self.settings.retention.total_seconds()), default=0
-        )
+        pruned = 0
+        if self.settings.prunes_anything():
+            pruned = await self._chore(
+                "prune", db.prune(link, self.settings.retention.total_seconds()), default=0
+            )
         if pruned:
             log.info("worker=%s event=pruned count=%d", db.worker_id, pruned)
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+
+# The largest concurrency the `workers` row stores (an int4): above it the worker failed at
+# start with `database error: integer out of range`.
+MAX_CONCURRENCY = 2**31 - 1
 
 
 @dataclass
@@ -40,8 +44,10 @@ class WorkerSettings:
         """Raise ValueError (one line) for settings the worker cannot run with."""
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
             raise ValueError(f"concurrency must be an integer, not {self.concurrency!r}")
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if not 1 <= self.concurrency <= MAX_CONCURRENCY:
+            raise ValueError(
+                f"concurrency must be from 1 to {MAX_CONCURRENCY}, not {self.concurrency}"
+            )
         for name in (
             "poll_interval",
             "heartbeat_interval",
@@ -67,3 +73,9 @@ class WorkerSettings:
             raise ValueError("retention must be a positive duration")
         if self.claim_batch is not None and self.claim_batch < 1:
             raise ValueError(f"claim_batch must be at least 1, not {self.claim_batch}")
+
+    def prunes_anything(self) -> bool:
+        """False when the retention reaches back before year 1 (`--retention 999999999d`, a
+        way to say "never"): no job finished then, and `now() - retention` is out of
+        PostgreSQL's range, so the prune chore failed every interval."""
+        return self.retention < datetime.now(UTC) - datetime.min.replace(tzinfo=UTC)
