@@ -323,25 +323,35 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-def _missing(info: psycopg.ConnectionInfo, schema: str) -> SchemaMissing:
+CLI_FIX = "give --dsn of the database that has them"
+
+
+def schema_missing(info: psycopg.ConnectionInfo, schema: str, fix: str = CLI_FIX) -> SchemaMissing:
     """Names the database reached: with no DSN given, libpq's defaults pick one (as root, a
     database `root` on the local socket), and "run `jobtui migrate` first" alone invited
-    migrating that one rather than fixing --dsn."""
+    migrating that one rather than fixing --dsn. `fix` is the other way out: the CLI's --dsn,
+    the producer API's connection."""
     return SchemaMissing(
         f"jobtui's tables are not in schema {schema!r} of database {info.dbname!r} on "
-        f"{info.host}: run `jobtui migrate` first, or give --dsn of the database that has them"
+        f"{info.host}: run `jobtui migrate` first, or {fix}"
     )
+
+
+def is_schema_missing_error(exc: BaseException) -> bool:
+    """Whether a failed statement of jobtui's says its tables (or its schema) are not there:
+    PostgreSQL's undefined table (42P01) or invalid schema name (3F000)."""
+    return isinstance(exc, pgerrors.UndefinedTable | pgerrors.InvalidSchemaName)
 
 
 def check_schema(conn: psycopg.Connection, schema: str) -> None:
     """Raise SchemaMissing unless jobtui's tables exist in `schema`."""
     row = conn.execute(queries(schema).schema_present).fetchone()
     if not row or not row[0]:
-        raise _missing(conn.info, schema)
+        raise schema_missing(conn.info, schema)
 
 
 async def acheck_schema(conn: psycopg.AsyncConnection, schema: str) -> None:
     """Async twin of check_schema."""
     row = await (await conn.execute(queries(schema).schema_present)).fetchone()
     if not row or not row[0]:
-        raise _missing(conn.info, schema)
+        raise schema_missing(conn.info, schema)

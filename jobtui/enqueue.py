@@ -195,7 +195,8 @@ def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> A
     `unique_key` (at most one unfinished job per kind and key; when one exists its id comes
     back with `created` False), `unique_window` (timedelta: also count jobs of the key finished
     within it), `schema` (else JOBTUI_SCHEMA, else `public`).
-    A payload of None is stored as `{}`.
+    A payload of None is stored as `{}`. On a database where `jobtui migrate` has not been run,
+    raises `jobtui.db.SchemaMissing` (as the CLI says it), told from the statement's own error.
     """
     schema = resolve_schema(options.pop("schema", None))
     spec = None
@@ -213,16 +214,47 @@ def enqueue(target: Target, kind: str, payload: Any = None, **options: Any) -> A
     if isinstance(target, str):
         with _connect(target) as conn:
             return enqueue(conn, kind, payload, schema=schema, **options)
-    if spec is not None and spec.unique_key:
-        steps = _unique_steps(queries(schema), spec, params)
-        if _is_async(target):
-            return _run_async(target, steps, in_transaction=bool(spec.unique_window))
-        return _run_sync(target, steps, in_transaction=bool(spec.unique_window))
+    keyed = spec is not None and spec.unique_key
     if _is_async(target):
-        return _enqueue_async(target, sql, params)
-    row = target.execute(sql, params).fetchone()
+        if keyed:
+            assert spec is not None
+            steps = _unique_steps(queries(schema), spec, params)
+            work = _run_async(target, steps, in_transaction=bool(spec.unique_window))
+        else:
+            work = _enqueue_async(target, sql, params)
+        return _guarded(target, schema, work)
+    try:  # no check beforehand: a missing table is told from the statement's own error
+        if keyed:
+            assert spec is not None
+            steps = _unique_steps(queries(schema), spec, params)
+            return _run_sync(target, steps, in_transaction=bool(spec.unique_window))
+        row = target.execute(sql, params).fetchone()
+    except Exception as exc:
+        _raise_if_not_migrated(exc, target, schema)
+        raise
     assert row is not None
     return Enqueued(row[0])
+
+
+def _raise_if_not_migrated(
+    exc: Exception, conn: psycopg.Connection | psycopg.AsyncConnection, schema: str
+) -> None:
+    """Raise jobtui's SchemaMissing (naming the schema, database and host, as the CLI does)
+    when `exc` says jobtui's tables are not there; psycopg's bare UndefinedTable said neither
+    what to run nor where. Only after a failure: the call that succeeds pays nothing."""
+    from jobtui.db import is_schema_missing_error, schema_missing
+
+    if is_schema_missing_error(exc):
+        raise schema_missing(conn.info, schema, "connect to the database that has them") from exc
+
+
+async def _guarded(conn: psycopg.AsyncConnection, schema: str, work: Awaitable[T]) -> T:
+    """`work` on `conn`, with a missing table said as `_raise_if_not_migrated` says it."""
+    try:
+        return await work
+    except Exception as exc:
+        _raise_if_not_migrated(exc, conn, schema)
+        raise
 
 
 @cache
@@ -382,7 +414,8 @@ def enqueue_many(
     schema = resolve_schema(schema)
     specs = _prepare_all(jobs)
     if _is_async(target):
-        return _enqueue_many_async(target, _Batch(specs, schema), on_progress)
+        batch = _Batch(specs, schema)
+        return _guarded(target, schema, _enqueue_many_async(target, batch, on_progress))
     if isinstance(target, str):
         with _connect(target) as conn:
             return _enqueue_many_sync(conn, _Batch(specs, schema), on_progress)
@@ -394,6 +427,7 @@ class _Batch:
 
     def __init__(self, specs: list[Prepared], schema: str) -> None:
         self.q = queries(schema)
+        self.schema = schema
         self.channel = notify_channel(schema)
         self.size = len(specs)
         self.keyed = [(i, spec, text) for i, (spec, text) in enumerate(specs) if spec.unique_key]
@@ -427,6 +461,16 @@ class _Batch:
 
 
 def _enqueue_many_sync(
+    conn: psycopg.Connection, batch: _Batch, on_progress: Progress | None
+) -> EnqueuedMany:
+    try:
+        return _enqueue_many_in(conn, batch, on_progress)
+    except Exception as exc:
+        _raise_if_not_migrated(exc, conn, batch.schema)
+        raise
+
+
+def _enqueue_many_in(
     conn: psycopg.Connection, batch: _Batch, on_progress: Progress | None
 ) -> EnqueuedMany:
     q = batch.q
