@@ -196,15 +196,40 @@ async def open_kind(
     return screen
 
 
+def history_and_sms(conn: psycopg.Connection) -> None:
+    """`history`, and another kind: 7 ready sms.send jobs."""
+    history(conn)
+    conn.execute(
+        "INSERT INTO jobs (kind, payload) SELECT 'sms.send', '{}' FROM generate_series(1, 7)"
+    )
+
+
+async def reopen_slowly(
+    app: JobtuiApp, pilot: Any, monkeypatch: pytest.MonkeyPatch, kept: KindScreen, kind: str
+) -> None:
+    """Enter on `kind` in the Overview, its read made slow (the real one, after a pause), so
+    the kept screen is seen before it: returns once the screen is up, its figures unread."""
+    real_load = kindinfo.load
+
+    async def slow_load(*args: Any) -> kindinfo.KindInfo:
+        await asyncio.sleep(0.3)
+        return await real_load(*args)
+
+    monkeypatch.setattr(kindinfo, "load", slow_load)
+    table = app.query_one("#overview-pane KeyedTable", KeyedTable)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(kind))
+    await pilot.press("enter")
+    await until(pilot, lambda: app.screen is kept)
+    await pilot.pause(0.05)
+
+
 async def test_the_kept_kind_screen_never_shows_one_kind_under_another(
     dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The app builds the kind screen once: opened on another kind it clears what the last
     kind showed before its own figures come, and opens on the last hour as a new one would."""
-    history(conn)
-    conn.execute(
-        "INSERT INTO jobs (kind, payload) SELECT 'sms.send', '{}' FROM generate_series(1, 7)"
-    )
+    history_and_sms(conn)
     app = JobtuiApp(dsn, "public", config=config())
     async with app.run_test(size=(100, 30)) as pilot:
         first = await open_kind(app, pilot)
@@ -213,20 +238,7 @@ async def test_the_kept_kind_screen_never_shows_one_kind_under_another(
         await until(pilot, lambda: first.info is not None and first.info.span == "day")
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, KindScreen))
-        # Its read made slow (the real one, after a pause), so the screen is seen before it.
-        real_load = kindinfo.load
-
-        async def slow_load(*args: Any) -> kindinfo.KindInfo:
-            await asyncio.sleep(0.3)
-            return await real_load(*args)
-
-        monkeypatch.setattr(kindinfo, "load", slow_load)
-        table = app.query_one("#overview-pane KeyedTable", KeyedTable)
-        table.focus()
-        table.move_cursor(row=table.get_row_index("sms.send"))
-        await pilot.press("enter")
-        await until(pilot, lambda: app.screen is first)
-        await pilot.pause(0.05)
+        await reopen_slowly(app, pilot, monkeypatch, first, "sms.send")
         assert first.info is None and "loading" in rendered(first.query_one("#kind-head"))
         assert "export_crm" not in rendered(first)
         await until(pilot, lambda: first.info is not None)
@@ -234,6 +246,41 @@ async def test_the_kept_kind_screen_never_shows_one_kind_under_another(
         text = rendered(first.query_one("#kind-head"))
         assert "sms.send" in text and "7 unfinished" in text and "last hour" in text
         assert first.info.kind == "sms.send" and first.info.span == "hour"
+
+
+async def test_another_kind_opens_on_blank_regions_of_the_same_height(
+    dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opened on another kind, the kept screen blanks each region but keeps its height (the
+    charts' is the same for every kind), so the figures that come take that room: drawn into
+    emptied regions, every region grew back and Textual laid the screen out twice over
+    (benchmarks/console_scale.py's "every figure"). Nothing of the last kind is shown, and the
+    head names the new kind as loading."""
+    history_and_sms(conn)
+    app = JobtuiApp(dsn, "public", config=config())
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_kind(app, pilot)
+        regions = ("#kind-head", "#kind-charts", "#kind-errors", "#kind-settings")
+        heights = {r: screen.query_one(r).size.height for r in regions}
+        lines = {r: rendered(screen.query_one(r)).count("\n") for r in regions}
+        assert all(heights.values()) and lines["#kind-charts"] > 10, (heights, lines)
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, KindScreen))
+        await reopen_slowly(app, pilot, monkeypatch, screen, "sms.send")
+        assert screen.info is None
+        head_text = rendered(screen.query_one("#kind-head"))
+        assert "sms.send" in head_text and "loading…" in head_text, head_text
+        for r in regions:
+            text = rendered(screen.query_one(r))
+            assert text.count("\n") == lines[r], (r, text)
+            assert screen.query_one(r).size.height == heights[r], r
+            if r != "#kind-head":
+                assert not text.strip(), (r, text)
+        assert "export_crm" not in rendered(screen)
+        await until(pilot, lambda: screen.info is not None)
+        await pilot.pause()
+        assert "7 unfinished" in rendered(screen.query_one("#kind-head"))
+        assert screen.query_one("#kind-charts").size.height == heights["#kind-charts"]
 
 
 async def test_t_says_at_once_which_span_is_loading(

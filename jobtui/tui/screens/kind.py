@@ -13,7 +13,10 @@ two that read the kind's unfinished rows (its jobs waiting to retry, by error, a
 max attempts: their cost grows with the kind's backlog), which say "loading…" until their own
 read, right after, replaces them (sent before the first figures are drawn, so the server reads
 the rows meanwhile: kindinfo.load_then_rows). A refresh of the kind and span shown reads both
-and repaints once, so figures of an earlier read are never shown beside a newer one's.
+and repaints once, so figures of an earlier read are never shown beside a newer one's. Opened
+on another kind (the app keeps one screen), each region is blanked at its height, so the figures
+fill the room they will take and the screen is laid out once to draw them, not twice (emptied,
+every region grew back; the scrollbar is always there for the same reason: kind.tcss).
 
 A refresh starts only when the last one has landed: a tick during a read is skipped, so reads
 slower than the interval still land (each tick used to cancel the read in flight) and never pile
@@ -146,10 +149,19 @@ class KindScreen(Screen[None]):
             return  # what it shows is of this kind and span: kept until the read replaces it
         self.kind, self.span, self.info, self._drawn = kind, "hour", None, None
         self._problem = None
-        self._set("#kind-head", Text("loading…", style="dim"))
+        # Each region keeps its height, blank: the figures read next take the same room (a
+        # chart's height is fixed), so drawing them moves nothing. Emptied, every region grew
+        # back when they came, and Textual laid the screen out twice over to draw them.
+        self._blank("#kind-head", title_line(kind, self.span, loading=True))
         for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
-            self._set(selector, Text(""))
+            self._blank(selector, Text(""))
         self.query_one("#kind-scroll").scroll_home(animate=False)
+
+    def _blank(self, selector: str, first: Text) -> None:
+        """`first`, then blank lines, as many as the region shows now."""
+        content = self.query_one(selector, Static).content
+        lines = content.plain.count("\n") if isinstance(content, Text) else 0
+        self._set(selector, Text("\n").join([first, *[Text("")] * lines]))
 
     def on_key(self, event: events.Key) -> None:
         refusal = read_only_refusal(self, event.key, ("toggle_pause", "limits"))
