@@ -43,6 +43,11 @@
 -- for tomorrow ahead of 10 due ones at priority 0 are stepped over, 13-25 ms a claim where
 -- 0030's plan took 0.8-1.0 ms (16-27 on a table never analysed), until the next ANALYZE. Load
 -- 1.9-2.6, median of 10-20 calls each rolled back, 0031 as merged / this, two rounds each.
+-- The reltuples look at every claim: `python benchmarks/limits_claim.py --calls 300`, three
+-- rounds interleaved, load 2.2-2.4, medians in us, 0031 as merged / this: told no other kind
+-- 1,502-1,613 / 1,527-1,679, told `fast` 1,580-1,685 / 1,583-1,745, told 20 kinds
+-- 1,622-1,742 / 1,652-1,792 (within the spread; each call rolled back, so both look at pg_stats
+-- every call there).
 --
 -- Measured (2 cores, load 2.6-4.3 (other helpers' runs); a fresh database per case, jobs
 -- loaded and never analysed unless said, 2,000 ready `lim` jobs (concurrency 5, priority 0)
