@@ -35,13 +35,12 @@ async def _finish(conn: psycopg.AsyncConnection, job_id: int) -> None:
     await conn.execute("UPDATE jobs SET finished_at = now() WHERE id = %s", (job_id,))
 
 
-async def limited_claim_plan_nodes(
-    aconn: psycopg.AsyncConnection, kind: str, want: int, others: list[str] | None = None
+async def statement_plan_nodes(
+    aconn: psycopg.AsyncConnection, sql: str, params: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """Every plan node (EXPLAIN ANALYZE's, as JSON) of one limited claim of `kind` by worker
-    'w' (told the worker's `others` kinds, if given). The claim is one function call (migration
-    0023), whose inner plans EXPLAIN does not show: auto_explain sends them to this session as
-    LOG messages."""
+    """Every plan node (EXPLAIN ANALYZE's, as JSON) of one statement and of the queries of the
+    functions it calls, whose inner plans EXPLAIN does not show: auto_explain sends them to
+    this session as LOG messages."""
     plans: list[str] = []
     aconn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
     try:
@@ -56,11 +55,7 @@ async def limited_claim_plan_nodes(
         "SET client_min_messages = log",
     ):
         await aconn.execute(setting)
-    params = {"kinds": [kind], "worker": "w", "want": want, "full_poll_s": 0.05}
-    if others is None:
-        await aconn.execute(queries(S).limits_claim_own, params)
-    else:
-        await aconn.execute(queries(S).limits_claim, {**params, "others": others})
+    await aconn.execute(sql, params)
     await aconn.execute("SET client_min_messages = notice")
 
     def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,6 +67,19 @@ async def limited_claim_plan_nodes(
         if '"Plan"' in text
         for n in nodes(json.loads(text[text.index("{") :])["Plan"])
     ]
+
+
+async def limited_claim_plan_nodes(
+    aconn: psycopg.AsyncConnection, kind: str, want: int, others: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every plan node of one limited claim of `kind` by worker 'w' (told the worker's `others`
+    kinds, if given). The claim is one function call (migration 0023)."""
+    params = {"kinds": [kind], "worker": "w", "want": want, "full_poll_s": 0.05}
+    if others is None:
+        return await statement_plan_nodes(aconn, queries(S).limits_claim_own, params)
+    return await statement_plan_nodes(
+        aconn, queries(S).limits_claim, {**params, "others": others}
+    )
 
 
 async def test_concurrency_limit_of_three_is_never_exceeded(

@@ -1,5 +1,6 @@
 """Migration 0031: the limited claim (jobtui_claim_limited) is planned with enable_sort and
-enable_incremental_sort off while `jobs` has no statistics (jit off always), and looks whether
+enable_incremental_sort off while `jobs` has no statistics, or has them from an ANALYZE that
+saw no waiting row (jobs_claim_kind's reltuples 0) (jit off always), and looks whether
 a kind with no room has a job ready through a LATERAL walk of one index entry instead of an
 EXISTS, so that on a table never analysed it walks each kind's line from its head instead of
 the whole backlog (tests/test_attack_0030.py reads the plans);

@@ -29,6 +29,26 @@
 -- claim, what was taken for the cost of enable_sort off when it was tried before), jit is
 -- off for the function: its queries read a few dozen rows, JIT never pays there.
 --
+-- Statistics gathered while no row was waiting (an idle queue, its jobs all finished and not
+-- yet pruned) count as none: pg_stats has its rows, but the waiting rows' partial indexes were
+-- empty at that ANALYZE (jobs_claim_kind's reltuples 0) and every walk is again estimated at
+-- one row; 200,000 ready jobs loaded since made a merged claim 90-100 ms (33-36 told no other
+-- kind), and a kind at its limit 25-31 ms, looked at again every FULL_POLL_S (0.05 s): 0.8-1.0
+-- ms planned without sorts. That reltuples is read at every claim (one pg_class row by oid; the
+-- next ANALYZE changes it), where the look at pg_stats is remembered. Statistics that saw
+-- waiting rows but are stale otherwise (a batch scheduled for one moment, analysed before it,
+-- come due: 162-281 ms a claim of 200,000) keep 0030's plan: the worker's ANALYZE after a slow
+-- claim (SLOW_CLAIM_S in jobtui/worker/dispatcher.py) answers those, for this claim too. The
+-- cost: after an ANALYZE that saw no waiting row, 200,000 jobs a kind at priority 9 scheduled
+-- for tomorrow ahead of 10 due ones at priority 0 are stepped over, 13-25 ms a claim where
+-- 0030's plan took 0.8-1.0 ms (16-27 on a table never analysed), until the next ANALYZE. Load
+-- 1.9-2.6, median of 10-20 calls each rolled back, 0031 as merged / this, two rounds each.
+-- The reltuples look at every claim: `python benchmarks/limits_claim.py --calls 300`, three
+-- rounds interleaved, load 2.2-2.4, medians in us, 0031 as merged / this: told no other kind
+-- 1,502-1,613 / 1,527-1,679, told `fast` 1,580-1,685 / 1,583-1,745, told 20 kinds
+-- 1,622-1,742 / 1,652-1,792 (within the spread; each call rolled back, so both look at pg_stats
+-- every call there).
+--
 -- Measured (2 cores, load 2.6-4.3 (other helpers' runs); a fresh database per case, jobs
 -- loaded and never analysed unless said, 2,000 ready `lim` jobs (concurrency 5, priority 0)
 -- beside N `free` ones (priority 5); the median of 30 calls of the function in one session,
@@ -100,6 +120,12 @@ BEGIN
     analysed := true;
     PERFORM set_config('jobtui.analysed_jobs', '__schema__.jobs'::regclass::oid::text, false);
   END IF;
+  -- Statistics gathered while no row was waiting (an idle queue, its jobs all finished) left
+  -- the waiting rows' indexes empty (reltuples 0) and estimate every walk at one row, as none
+  -- do (see the comment above): planned without sorts too. Read at every claim (a pg_class
+  -- row by oid), not remembered: the next ANALYZE or VACUUM changes it.
+  analysed := analysed AND (SELECT c.reltuples FROM pg_class c
+                            WHERE c.oid = '__schema__.jobs_claim_kind'::regclass) > 0;
   IF analysed THEN
     RETURN QUERY
     WITH am AS MATERIALIZED (

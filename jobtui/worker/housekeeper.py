@@ -131,7 +131,8 @@ class Housekeeper:
             ):
                 self._analyze_wanted = False
                 self._last_analyze = now
-                if await self._chore("analyze", self.db.analyze(self.link)):
+                # ok=True: the ANALYZE returns nothing, which read as skipped (never logged)
+                if await self._chore("analyze", self.db.analyze(self.link), ok=True):
                     log.info("worker=%s event=analyzed reason=slow_claim", self.db.worker_id)
             if now >= next_rescue:
                 next_rescue = now + s.heartbeat_interval
