@@ -6,12 +6,14 @@ Each test fails on main at 53d8617 and says what it did there.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import psycopg
 import pytest
 from test_cli_support import assert_ok, assert_one_error, run_cli
 
 from benchmarks.article import ARTICLE_DDL
+from jobtui.jobspec import InvalidJob, JobSpec
 
 # --- migrate's ALTER hint, run as printed on a real article table ---
 
@@ -51,3 +53,72 @@ def test_the_printed_alter_extends_an_article_table(
                 "INSERT INTO jobs (kind, payload) VALUES ('k', '{}') RETURNING id"
             ).fetchone()
             assert row == (3000000001,)
+
+
+# --- `jobtui enqueue`'s mistakes: usage errors (exit 2) naming the range or the fix ---
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # exit 1, as a database failure, where argparse's own mistakes exit 2
+        ((), "give a job KIND"),
+        # exit 1 while `--delay nope` exited 2
+        (("k", "--run-at", "nope"), "argument --run-at: 'nope' is not an ISO 8601 time"),
+        (("k", "--run-at", "2030-01-01T00:00"), "argument --run-at: '2030-01-01T00:00' has no UTC"),
+        # exit 1, `priority 99999999999999999999 is out of range`, without the range
+        (("k", "--priority", "99999999999999999999"), "expected -2147483648 to 2147483647"),
+        # taken as 10 by int()
+        (("k", "--priority", "1_0"), "argument --priority: expected a whole number"),
+        # exit 1, `max_attempts 99999999999 is out of range`
+        (("k", "--max-attempts", "99999999999"), "expected at most 2147483647, not 99999999999"),
+        # said only `unrecognized arguments: --payload {}`
+        (("k", "--payload", "{}"), "PAYLOAD_JSON is positional: give it without --payload"),
+    ],
+)
+def test_enqueue_mistakes_are_usage_errors_that_say_the_fix(
+    dsn: str, args: tuple[str, ...], said: str
+) -> None:
+    assert_one_error(run_cli("enqueue", *args, dsn=dsn), 2, said)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+def test_a_file_line_s_run_at_that_is_not_a_string_is_named(dsn: str, tmp_path: Path) -> None:
+    """`{"run_at": 5}` said `unexpected AttributeError: 'int' object has no attribute 'tzinfo'`."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"kind": "k", "run_at": 5}\n')
+    assert_one_error(
+        run_cli("enqueue", "--file", str(path), dsn=dsn),
+        1,
+        f"{path}: line 1: run_at: expected an ISO 8601 time as a string, not 5",
+    )
+
+
+def test_the_api_s_range_refusals_say_the_range() -> None:
+    with pytest.raises(InvalidJob, match=r"priority must be from -2147483648 to 2147483647"):
+        JobSpec(kind="k", priority=2**31).validated()
+    with pytest.raises(InvalidJob, match=r"max_attempts must be at most 2147483647"):
+        JobSpec(kind="k", max_attempts=2**31).validated()
+
+
+# --- typo suggestions: no guess of an unrelated option ---
+
+
+@pytest.mark.parametrize(
+    ("args", "wrong"),
+    [
+        # `--ids` was taken for `--dsn`: the `--` both share made them look alike
+        (("jobs", "show", "3", "--ids"), "--dsn"),
+        (("jobs", "list", "--db", "x"), "--debug"),
+    ],
+)
+def test_a_stray_option_is_not_taken_for_an_unrelated_one(
+    args: tuple[str, ...], wrong: str
+) -> None:
+    line = assert_one_error(run_cli(*args), 2, "unrecognized arguments")
+    assert wrong not in line, line
+
+
+def test_two_swapped_letters_still_name_the_option() -> None:
+    assert_one_error(run_cli("stats", "--dns", "x"), 2, "did you mean '--dsn'?")

@@ -188,6 +188,31 @@ def positive_int(text: str) -> int:
     return value
 
 
+# An int4 column's range (priority, max_attempts): beyond it the API said only "priority N is
+# out of range", and `type=int` read '1_0' or '١' as numbers.
+INT4_MIN, INT4_MAX = -(2**31), 2**31 - 1
+
+
+def whole_within(low: int, high: int) -> Callable[[str], int]:
+    """argparse type: a whole number (ASCII digits) from `low` to `high`, the range said."""
+
+    def parse(text: str) -> int:
+        value = _whole(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {low} to {high}, not {value}")
+        return value
+
+    return parse
+
+
+def attempts(text: str) -> int:
+    """argparse type: --max-attempts, 1 or more and within the int4 column."""
+    value = positive_int(text)
+    if value > INT4_MAX:
+        raise argparse.ArgumentTypeError(f"expected at most {INT4_MAX}, not {value}")
+    return value
+
+
 def job_id(text: str) -> int:
     if not _WHOLE.fullmatch(text):
         raise argparse.ArgumentTypeError(f"job ids are whole numbers, not {text!r}")
