@@ -5,7 +5,9 @@ Each test fails on main at 53d8617 and says what it did there.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
 from pathlib import Path
 
 import psycopg
@@ -13,6 +15,7 @@ import pytest
 from test_cli_support import assert_ok, assert_one_error, run_cli
 
 from benchmarks.article import ARTICLE_DDL
+from jobtui import web
 from jobtui.jobspec import InvalidJob, JobSpec
 
 # --- migrate's ALTER hint, run as printed on a real article table ---
@@ -122,3 +125,27 @@ def test_a_stray_option_is_not_taken_for_an_unrelated_one(
 
 def test_two_swapped_letters_still_name_the_option() -> None:
     assert_one_error(run_cli("stats", "--dns", "x"), 2, "did you mean '--dsn'?")
+
+
+# --- serve's up-front listen check: as aiohttp (asyncio) binds ---
+
+
+def test_listen_check_on_ipv6_any_is_not_refused_by_a_v4_listener() -> None:
+    """`serve --host ::` while another process listens on 0.0.0.0:PORT: asyncio binds `::`
+    IPv6-only and serves, but the probe bound it dual-stack and refused it ("address already
+    in use")."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6")
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("0.0.0.0", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        web.check_listen("::", port)
+
+        async def serve() -> None:  # what aiohttp does with the same host and port
+            server = await asyncio.get_running_loop().create_server(asyncio.Protocol, "::", port)
+            server.close()
+            await server.wait_closed()
+
+        asyncio.run(serve())
