@@ -12,7 +12,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from test_cli_support import assert_ok, assert_one_error, run_cli
+from psycopg import conninfo
+from test_cli_support import assert_ok, assert_one_error, clean_env, run_cli
 
 from benchmarks.article import ARTICLE_DDL
 from jobtui import web
@@ -149,3 +150,24 @@ def test_listen_check_on_ipv6_any_is_not_refused_by_a_v4_listener() -> None:
             await server.wait_closed()
 
         asyncio.run(serve())
+
+
+# --- libpq's environment: a bad value is pinned on the variable that set it ---
+
+
+def test_a_service_file_s_bad_value_is_not_pinned_on_a_pg_variable(
+    dsn: str, tmp_path: Path
+) -> None:
+    """A service's port comes before PGPORT's, yet `PGPORT='abc': invalid integer value "xyz"`
+    named PGPORT for the service file's port=xyz."""
+    services = tmp_path / "pg_service.conf"
+    services.write_text("[bad]\nport=xyz\n")
+    env = clean_env(PGSERVICEFILE=str(services), PGPORT="abc")
+    params = {k: v for k, v in conninfo.conninfo_to_dict(dsn).items() if k != "port"}
+    line = assert_one_error(
+        run_cli("stats", dsn=conninfo.make_conninfo("", **params, service="bad"), env=env),
+        1,
+        "invalid DSN or its service 'bad': ",
+        'invalid integer value "xyz"',
+    )
+    assert "PGPORT" not in line
