@@ -171,3 +171,28 @@ def test_a_service_file_s_bad_value_is_not_pinned_on_a_pg_variable(
         'invalid integer value "xyz"',
     )
     assert "PGPORT" not in line
+
+
+# --- a target's own connect timeout, for the commands that act on one database ---
+
+
+def test_a_one_database_command_on_a_target_gives_up_at_its_timeout(tmp_path: Path) -> None:
+    """`stats --target` gave up at the target's timeout, `jobs list --target` did not: with the
+    target's DSN saying connect_timeout=0 it waited psycopg's 130 s (the run below is cut at
+    40 s), since 53d8617 honours a DSN's connect_timeout. A server that takes the connection
+    and never answers: a socket that listens and never accepts."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        config = tmp_path / "config.toml"
+        config.write_text(
+            "[targets.silent]\n"
+            f'dsn = "postgresql://u@127.0.0.1:{port}/db?connect_timeout=0&sslmode=disable"\n'
+            'timeout = "2s"\n'
+        )
+        proc = run_cli(
+            "jobs", "list", "--target", "silent", env=clean_env(JOBTUI_CONFIG=str(config)),
+            timeout=40,
+        )  # fmt: skip
+    assert_one_error(proc, 1, "could not connect: timed out")
