@@ -17,6 +17,7 @@ from test_cli_support import assert_ok, assert_one_error, clean_env, run_cli
 
 from benchmarks.article import ARTICLE_DDL
 from jobtui import web
+from jobtui.cli.args import _did_you_mean
 from jobtui.jobspec import InvalidJob, JobSpec
 
 # --- migrate's ALTER hint, run as printed on a real article table ---
@@ -196,3 +197,20 @@ def test_a_one_database_command_on_a_target_gives_up_at_its_timeout(tmp_path: Pa
             timeout=40,
         )  # fmt: skip
     assert_one_error(proc, 1, "could not connect: timed out")
+
+
+# --- a mistyped command, as newer Pythons word argparse's refusal ---
+
+
+@pytest.mark.parametrize(
+    "choices",
+    [
+        "'console', 'stats', 'jobs'",  # Python 3.11 and up to 3.12.6: repr
+        "console, stats, jobs",  # 3.12.7+ and 3.13 print str() (gh-117766): no guess was made
+    ],
+)
+def test_the_nearest_command_is_named_whichever_way_argparse_lists_the_choices(
+    choices: str,
+) -> None:
+    message = f"argument COMMAND: invalid choice: 'stat' (choose from {choices})"
+    assert _did_you_mean(message) == f"{message}; did you mean 'stats'?"

@@ -51,7 +51,8 @@ def _did_you_mean(message: str) -> str:
         return message
     import difflib
 
-    choices = re.findall(r"'([^']*)'", match[2])
+    # 'a', 'b' up to Python 3.12.6; a, b (str, not repr: gh-117766) in 3.12.7+ and 3.13
+    choices = [c.strip().strip("'") for c in match[2].split(",")]
     near = difflib.get_close_matches(match[1], choices, n=1, cutoff=0.6)
     return f"{message}; did you mean {near[0]!r}?" if near else message
 
