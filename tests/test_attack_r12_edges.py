@@ -214,3 +214,21 @@ def test_the_nearest_command_is_named_whichever_way_argparse_lists_the_choices(
 ) -> None:
     message = f"argument COMMAND: invalid choice: 'stat' (choose from {choices})"
     assert _did_you_mean(message) == f"{message}; did you mean 'stats'?"
+
+
+# --- a DSN given where none is taken: argparse quoted it whole, password and all ---
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("stats", "--dns", "postgresql://u:s3cret-pw@db.example/q"),  # the typo now guessed
+        ("stats", "--dns=postgresql://u:s3cret-pw@db.example/q"),
+        ("stats", "postgresql://u:s3cret-pw@db.example/q"),  # --dsn left out
+        ("postgresql://u:s3cret-pw@db.example/q",),  # taken for the command
+        ("jobs", "list", "--limit", "host=db password=s3cret-pw"),
+    ],
+)
+def test_a_usage_error_never_prints_a_password(args: tuple[str, ...]) -> None:
+    line = assert_one_error(run_cli(*args), 2)
+    assert "s3cret-pw" not in line and "***" in line, line

@@ -110,6 +110,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
     Twice: first with the console's group only, to learn the command (`--help` and `--version`
     end there), then with that command's group loaded."""
+    Parser.argv = list(sys.argv[1:] if argv is None else argv)
     first, _ = build_parser({CONSOLE}).parse_known_args(argv)
     parser = build_parser({CONSOLE, _module_of(getattr(first, "command", None))})
     args, extra = parser.parse_known_args(argv)

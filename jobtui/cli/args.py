@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -32,9 +32,18 @@ class Parser(argparse.ArgumentParser):
 
     error_exit_code = EXIT_USAGE
     subcommands: argparse._SubParsersAction | None = None
+    argv: Sequence[str] = ()  # the words parsed, whose passwords an error must not print
 
     def error(self, message: str) -> NoReturn:
         message = _did_you_mean(" ".join(message.split()))
+        # `jobtui stats --dns postgresql://u:secret@h/db` printed "unrecognized arguments:
+        # --dns postgresql://u:secret@h/db": a DSN given where none is taken is quoted whole.
+        from jobtui.targets import passwords
+
+        for word in self.argv:
+            for part in {word, word.partition("=")[2]}:
+                for secret in sorted(passwords(part) - {""}, key=len, reverse=True):
+                    message = message.replace(secret, "***")
         self.exit(
             self.error_exit_code, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n"
         )
