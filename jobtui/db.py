@@ -197,13 +197,22 @@ def _refused_setting(exc: psycopg.Error, dsn: str) -> psycopg.Error | None:
         if (match := pattern.search(detail))
         for word in match.groups()
     ]
+    # the values the refusal quotes (`invalid integer value "abc" for … "port"`)
+    quoted = [a or b for a, b in re.findall(r'"([^"]*)"|\'([^\']*)\'', detail)]
     named = [
         f"{variables[o]}={os.environ[variables[o]]!r}"
         for o in dict.fromkeys(options)
-        if o not in given and o in variables and variables[o] in os.environ
+        if o not in given
+        and o in variables
+        and variables[o] in os.environ
+        # a service's value comes before the variable's: PGPORT=abc was named for a service
+        # file's port=xyz (`PGPORT='abc': invalid integer value "xyz"`)
+        and (not quoted or os.environ[variables[o]] in quoted)
     ]
     if not named:
-        return InvalidDsn(f"invalid DSN: {detail}")
+        service = given.get("service") or os.environ.get("PGSERVICE")
+        where = f"DSN or its service {service!r}" if service and "service" not in options else "DSN"
+        return InvalidDsn(f"invalid {where}: {detail}")
     return InvalidDsn(
         f"invalid connection setting in the environment, {' '.join(named)}: {detail}; "
         "fix or unset it (or give the value in --dsn)"

@@ -101,11 +101,13 @@ class JobSpec:
         if self.max_attempts < 1:
             raise InvalidJob(f"max_attempts must be at least 1, not {self.max_attempts}")
         if self.max_attempts >= 2**31:
-            raise InvalidJob(f"max_attempts {self.max_attempts} is out of range")
+            raise InvalidJob(f"max_attempts must be at most {2**31 - 1}, not {self.max_attempts}")
         if isinstance(self.priority, bool) or not isinstance(self.priority, int):
             raise InvalidJob(f"priority must be an integer, not {self.priority!r}")
         if not -(2**31) <= self.priority < 2**31:
-            raise InvalidJob(f"priority {self.priority} is out of range")
+            raise InvalidJob(
+                f"priority must be from {-(2**31)} to {2**31 - 1}, not {self.priority}"
+            )
         if self.run_at is not None and self.run_at.tzinfo is None:
             raise InvalidJob("run_at must be timezone-aware")
         self._check_when()

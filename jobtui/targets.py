@@ -187,6 +187,13 @@ def redact(text: str, dsn: str) -> str:
     """`text` (an error about `dsn`) without the DSN's password. libpq quotes a malformed
     connection string whole in its error ("... in URI: "postgresql://u:secret@[::1/db""), and
     a target's error is printed by `stats`, `check` and the targets overview."""
+    for secret in sorted((s for s in passwords(dsn) if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def passwords(dsn: str) -> set[str]:
+    """The password `dsn` holds, as written and unquoted; none when it is not a DSN."""
     secrets: set[str] = set()
     try:
         from psycopg.conninfo import conninfo_to_dict
@@ -198,10 +205,7 @@ def redact(text: str, dsn: str) -> str:
         pass
     for pattern in (_URI_PASSWORD, _KV_PASSWORD):
         secrets.update(m.group(1) for m in pattern.finditer(dsn))
-    secrets |= {s.strip("'") for s in secrets}
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    return secrets | {s.strip("'") for s in secrets}
 
 
 def badge_style(colour: str | None) -> str:

@@ -126,6 +126,9 @@ def check_listen(host: str, port: int) -> None:
     ):
         with socket.socket(family, kind, proto) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # IPv6 only, as asyncio binds it: dual-stack, `::`
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # was refused
+                # when another process listened on 0.0.0.0 with the port, where aiohttp serves
             probe.bind(address)
 
 

@@ -110,6 +110,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
     Twice: first with the console's group only, to learn the command (`--help` and `--version`
     end there), then with that command's group loaded."""
+    Parser.argv = list(sys.argv[1:] if argv is None else argv)
     first, _ = build_parser({CONSOLE}).parse_known_args(argv)
     parser = build_parser({CONSOLE, _module_of(getattr(first, "command", None))})
     args, extra = parser.parse_known_args(argv)
@@ -126,15 +127,39 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def _nearest_option(parser: argparse.ArgumentParser, extra: Sequence[str]) -> str:
     """`; did you mean '--kind'?` for the first stray option near one of `parser`'s
     (`jobs list --kidn x` said only "unrecognized arguments: --kidn x")."""
-    import difflib
-
     known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    # `enqueue k --payload '{}'`: the payload is positional, not an option.
+    positional = {
+        name: action.metavar or action.dest
+        for action in parser._actions
+        if not action.option_strings and isinstance(action.dest, str)
+        for name in {action.dest.replace("_", "-"), str(action.metavar or "").lower()}
+    }
     for word in extra:
         if word.startswith("--"):
-            near = difflib.get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.7)
+            option = word.partition("=")[0]
+            if option[2:].lower() in positional:
+                name = positional[option[2:].lower()]
+                return f"; {name} is positional: give it without {option}"
+            near = _near(option[2:], [o[2:] for o in known])
             if near:
-                return f"; did you mean {near[0]!r}?"
+                return f"; did you mean '--{near}'?"
     return ""
+
+
+def _near(word: str, names: Sequence[str]) -> str | None:
+    """The name `word` is a typo of: two letters swapped (`dns`, `jsno`), else difflib's
+    nearest at 0.7. Compared without the `--` every option shares, which made unrelated short
+    ones look alike (`--ids` was taken for `--dsn`, `--db` for `--debug`)."""
+    import difflib
+
+    for name in names:
+        if len(name) == len(word) and sorted(name) == sorted(word):
+            diff = [i for i, (a, b) in enumerate(zip(name, word, strict=True)) if a != b]
+            if len(diff) == 2 and diff[1] == diff[0] + 1:
+                return name
+    near = difflib.get_close_matches(word, names, n=1, cutoff=0.7)
+    return near[0] if near else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

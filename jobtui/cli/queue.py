@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobtui.cli.args import Args, Commands, duration, positive_int
-from jobtui.cli.errors import CliError
+from jobtui.cli.args import (
+    INT4_MAX,
+    INT4_MIN,
+    Args,
+    Commands,
+    attempts,
+    duration,
+    whole_within,
+)
+from jobtui.cli.errors import EXIT_USAGE, CliError
 from jobtui.cli.progress import progress
 from jobtui.cli.session import dsn_of, out, plural, schema_of
 from jobtui.config import InvalidDuration, parse_duration
@@ -39,17 +48,22 @@ def register(commands: Commands) -> None:
         "priority; - reads stdin",
     )
     p.add_argument("--delay", type=duration, metavar="DURATION", help="run after this long")
-    p.add_argument("--run-at", metavar="ISO8601", help="run at this time (with a UTC offset)")
+    p.add_argument(
+        "--run-at", type=_iso_time, metavar="ISO8601", help="run at this time (with a UTC offset)"
+    )
     p.add_argument(
         "--max-attempts",
-        type=positive_int,
+        type=attempts,
         default=None,
         metavar="N",
         help="attempts before it goes to dead letters (default 5; a handler's declared "
         "max_attempts decides for its kind)",
     )
     p.add_argument(
-        "--priority", type=int, default=None, help="higher runs first, in every kind (default 0)"
+        "--priority",
+        type=whole_within(INT4_MIN, INT4_MAX),
+        default=None,
+        help="higher runs first, in every kind (default 0)",
     )
 
 
@@ -58,13 +72,14 @@ def cmd_enqueue(args: Args) -> int:
     if args.file:
         return _enqueue_file(args, schema)
     if not args.kind:
-        raise CliError("give a job KIND (and optionally PAYLOAD_JSON), or --file PATH")
+        # a usage error (exit 2) as argparse's own: `jobtui enqueue` alone exited 1
+        raise CliError("give a job KIND (and optionally PAYLOAD_JSON), or --file PATH", EXIT_USAGE)
     payload = _parse_payload(args.payload)
     options: dict[str, Any] = {"schema": schema}
     if args.delay is not None:
         options["delay"] = timedelta(seconds=args.delay)
     if args.run_at:
-        options["run_at"] = _parse_time(args.run_at, "--run-at")
+        options["run_at"] = args.run_at
     if args.max_attempts is not None:
         options["max_attempts"] = args.max_attempts
     if args.priority is not None:
@@ -110,16 +125,29 @@ def _parse_payload(text: str | None) -> Any:
         raise CliError("invalid JSON payload: nested too deeply") from None
 
 
-def _parse_time(text: str, where: str) -> datetime:
+def _iso_time(text: str) -> datetime:
+    """argparse type (`--run-at`, a usage error as `--delay`'s: it exited 1, --delay 2): an ISO
+    8601 time with a UTC offset."""
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise CliError(
-            f"{where}: {text!r} is not an ISO 8601 time, e.g. 2030-01-31T09:00:00+00:00"
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 time, e.g. 2030-01-31T09:00:00+00:00"
         ) from None
     if value.tzinfo is None:
-        raise CliError(f"{where}: {text!r} has no UTC offset; add one, e.g. +00:00 or Z")
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset; add one, e.g. +00:00 or Z")
     return value
+
+
+def _parse_time(value: object, where: str) -> datetime:
+    """A JSON line's run_at: a string `_iso_time` reads (a number said `unexpected
+    AttributeError: 'int' object has no attribute 'tzinfo'`)."""
+    if not isinstance(value, str):
+        raise CliError(f"{where}: expected an ISO 8601 time as a string, not {value!r}")
+    try:
+        return _iso_time(value)
+    except argparse.ArgumentTypeError as exc:
+        raise CliError(f"{where}: {exc}") from None
 
 
 def _line_spec(lineno: int, raw: str, path: str) -> JobSpec:
@@ -140,7 +168,7 @@ def _line_spec(lineno: int, raw: str, path: str) -> JobSpec:
     fields = dict(item)
     fields.setdefault("payload", {})
     try:
-        if isinstance(fields.get("run_at"), str):
+        if fields.get("run_at") is not None:
             fields["run_at"] = _parse_time(fields["run_at"], f"{where}: run_at")
         if fields.get("delay") is not None:
             fields["delay"] = parse_duration(str(fields["delay"]))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from jobtui.cli.args import Args
 from jobtui.cli.errors import EXIT_USAGE, CliError
@@ -58,6 +59,16 @@ def one_target(args: Args) -> Target | None:
     return chosen[0] if chosen else None
 
 
+def with_connect_timeout(target: Target) -> str:
+    """The target's DSN with its own connect timeout, as `stats`/`check` over targets connect:
+    `jobs list --target slow` (timeout = "9s") gave up after jobtui's 5 s, and one whose DSN
+    said connect_timeout=0 waited psycopg's 130 s where `stats --target` took 5 s."""
+    try:
+        return make_conninfo(target.dsn, connect_timeout=target.connect_timeout_s)
+    except psycopg.ProgrammingError:  # unparsable: connecting says so, in one line
+        return target.dsn
+
+
 def dsn_of(args: Args) -> str:
     """The DSN from --dsn, JOBTUI_DSN, DATABASE_URL, else libpq's own environment (PGHOST…).
 
@@ -66,7 +77,7 @@ def dsn_of(args: Args) -> str:
     else (the local server, a database named after the user)."""
     target = one_target(args)
     if target is not None:
-        return target.dsn
+        return with_connect_timeout(target)
     flag = getattr(args, "dsn", None)
     if flag is not None and not flag.strip():
         raise CliError(

@@ -363,12 +363,14 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
         return
     columns: dict[str, str] = {name: type_ for name, type_, *_ in rows}
     nullable = {name for name, _, notnull, *_ in rows if not notnull}
-    domains = {name for name, _, _, domain, _ in rows if domain}
+    domains = {name for name, _, _, domain, *_ in rows if domain}
     # NOT NULL by its domain: no NULL rows, but the column allows NULL once of the base type.
-    domain_not_null = {name for name, *_, not_null in rows if not_null}
+    domain_not_null = {name for name, _, _, _, not_null, *_ in rows if not_null}
+    defaults = {name: default for name, *_, default, _ in rows if default is not None}
+    int_sequences = {name: seq for name, *_, seq in rows if seq is not None}
     row = conn.execute(q.migrate_quote_ident, {"schema": schema}).fetchone()
     table = f"{row[0] if row else schema}.jobs"
-    problems, fixes, nulls, missing = [], [], [], False
+    problems, fixes, nulls, sequences, missing = [], [], [], [], False
     for name, wanted in (ARTICLE_COLUMNS | ADDED_COLUMNS).items():
         have = columns.get(name)
         if have is None:
@@ -379,7 +381,9 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
         if have != wanted:
             what = f"{have}, a domain" if name in domains else have
             problems.append(f"column {name} is {what}, jobtui needs {wanted}")
-            fixes.append(f"ALTER COLUMN {name} TYPE {wanted} USING {name}::{wanted}")
+            fixes.extend(_type_fix(name, wanted, defaults.get(name)))
+            if name in int_sequences:
+                sequences.append(int_sequences[name])
         if name in NOT_NULL_COLUMNS and name in nullable:
             if name not in domain_not_null:
                 problems.append(f"column {name} allows NULL, jobtui needs it NOT NULL")
@@ -395,10 +399,26 @@ def check_existing_jobs_table(conn: psycopg.Connection, schema: str) -> None:
     else:
         first = f"give the NULL rows of {', '.join(nulls)} a value, then " if nulls else ""
         hint = f"to extend it, {first}run ALTER TABLE {table} {', '.join(fixes)}"
+        hint += "".join(f"; ALTER SEQUENCE {seq} AS bigint" for seq in sequences)
     raise MigrationRefused(
         f"{schema}.jobs exists and cannot be extended safely ({'; '.join(problems)}); "
         f"nothing was changed; {hint}"
     )
+
+
+def _type_fix(name: str, wanted: str, default: str | None) -> list[str]:
+    """The ALTER COLUMN clauses giving column `name` the type `wanted`. A default is dropped
+    first and set again cast, in the same ALTER TABLE: PostgreSQL casts it by an assignment
+    cast only, so `payload text DEFAULT '{}'` failed the hint's ALTER with "default for column
+    payload cannot be cast automatically to type jsonb"."""
+    change = f"ALTER COLUMN {name} TYPE {wanted} USING {name}::{wanted}"
+    if default is None:
+        return [change]
+    return [
+        f"ALTER COLUMN {name} DROP DEFAULT",
+        change,
+        f"ALTER COLUMN {name} SET DEFAULT ({default})::{wanted}",
+    ]
 
 
 def _fingerprint(conn: psycopg.Connection, schema: str) -> set[str]:

@@ -28,13 +28,26 @@ INSERT INTO __schema__.jobtui_migrations (version, name) VALUES (%s, %s)
 -- name: migrate_jobs_columns
 -- Each column's name, type, NOT NULL, whether its type is a domain, and whether that domain
 -- is NOT NULL (which the column loses when ALTERed to the base type: the refusal's hint adds
--- SET NOT NULL, with no NULL rows to fill first).
+-- SET NOT NULL, with no NULL rows to fill first); then its default (ALTER … TYPE casts it
+-- only by an assignment cast: text '{}' to jsonb fails, so the hint drops and sets it again),
+-- and the quoted name of a serial's sequence that is not bigint (ALTER … TYPE bigint leaves
+-- it an integer one, ending at 2147483647; an identity's changes with the column).
 SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, t.typtype = 'd',
-       t.typtype = 'd' AND t.typnotnull
+       t.typtype = 'd' AND t.typnotnull, pg_get_expr(d.adbin, d.adrelid),
+       (SELECT quote_ident(sn.nspname) || '.' || quote_ident(sc.relname)
+        FROM pg_depend dep
+        JOIN pg_sequence s ON s.seqrelid = dep.objid
+        JOIN pg_class sc ON sc.oid = s.seqrelid
+        JOIN pg_namespace sn ON sn.oid = sc.relnamespace
+        WHERE dep.classid = 'pg_class'::regclass AND dep.refclassid = 'pg_class'::regclass
+          AND dep.refobjid = c.oid AND dep.refobjsubid = a.attnum AND dep.deptype = 'a'
+          AND s.seqtypid <> 'bigint'::regtype
+        LIMIT 1)
 FROM pg_attribute a
 JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE n.nspname = %s AND c.relname = 'jobs' AND a.attnum > 0 AND NOT a.attisdropped
 
 -- name: migrate_jobs_relkind
