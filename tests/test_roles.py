@@ -15,12 +15,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from apps.helpers import running_worker, wait_until
 from psycopg import conninfo, errors
 from psycopg.types.json import Jsonb
 from test_cli_support import JOBTUI, clean_env
 
+import jobtui.worker.dispatcher as dispatcher_module
 from jobtui import browse, ops
 from jobtui.models import DeadFilter, JobFilter
+from jobtui.registry import Registry
 from jobtui.roles import InvalidRolePrefix, drop_roles_sql, role_names, roles_sql
 
 
@@ -114,6 +117,8 @@ async def test_monitor_reads_but_the_database_refuses_its_writes(
                 await action
         with pytest.raises(errors.InsufficientPrivilege):
             await aconn.execute("INSERT INTO jobs (kind, payload) VALUES ('x', '{}')")
+        with pytest.raises(errors.InsufficientPrivilege):  # the worker's ANALYZE (0032)
+            await aconn.execute("SELECT jobtui_analyze_jobs()")
 
 
 async def test_operator_can_do_every_operator_action(
@@ -206,3 +211,30 @@ def test_worker_role_runs_the_worker(
     assert proc.returncode == 0, err
     assert "permission denied" not in err.lower(), err
     assert "Traceback" not in err
+
+
+async def test_the_worker_role_analyses_jobs_after_a_slow_claim(
+    conn: psycopg.Connection, dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker logged in with the worker role, every claim counted slow (SLOW_CLAIM_S 0), on
+    a `jobs` never analysed (autovacuum off for it): its housekeeper's ANALYZE gives the table
+    statistics. The plain `ANALYZE jobs` it ran before migration 0032 was skipped by
+    PostgreSQL with a WARNING (only the owner may), and pg_stats stayed empty."""
+    conn.execute("ALTER TABLE jobs SET (autovacuum_enabled = false)")
+    conn.execute("INSERT INTO jobs (kind, payload) SELECT 'ok', '{}' FROM generate_series(1, 2000)")
+    stats = "SELECT count(*) FROM pg_stats WHERE schemaname = 'public' AND tablename = 'jobs'"
+    assert conn.execute(stats).fetchone() == (0,)
+    role_dsn = _login(conn, dsn, prefix, "worker")
+    monkeypatch.setattr(dispatcher_module, "SLOW_CLAIM_S", 0.0)
+    reg = Registry()
+
+    @reg.handler("ok")
+    async def ok(payload: object) -> None:
+        return None
+
+    async with running_worker(role_dsn, reg, concurrency=5):
+        await wait_until(
+            lambda: conn.execute(stats).fetchone() != (0,),
+            timeout=15,
+            what="statistics of jobs from the worker role's ANALYZE",
+        )

@@ -72,3 +72,13 @@ GRANT INSERT (os_user, action, ids, filter, count) ON __schema__.audit_log TO __
 GRANT SELECT (id, count), UPDATE (count) ON __schema__.audit_log TO __prefix__worker;
 GRANT USAGE ON SEQUENCE __schema__.audit_log_id_seq, __schema__.jobs_id_seq
   TO __prefix__worker;
+-- ANALYZE of jobs after a slow claim, with the owner's rights (migration 0032; PUBLIC may not).
+-- On a schema before 0032 there is nothing to grant (the worker runs the plain ANALYZE there):
+-- run the script again after migrating.
+DO $analyze$
+BEGIN
+  IF to_regprocedure('__schema__.jobtui_analyze_jobs()') IS NOT NULL THEN
+    GRANT EXECUTE ON FUNCTION __schema__.jobtui_analyze_jobs() TO __prefix__worker;
+  END IF;
+END
+$analyze$;

@@ -457,8 +457,14 @@ HAVING NOT EXISTS (SELECT 1 FROM __schema__.queue_samples q
 ON CONFLICT (minute) DO NOTHING
 
 -- name: worker_analyze
--- Run when a full claim was slow: fresh statistics let the planner walk jobs_claim in order
--- instead of sorting every due row (see SLOW_CLAIM_S in jobtui/worker/dispatcher.py).
+-- Run when a claim was slow: fresh statistics let the planner walk jobs_claim in order
+-- instead of sorting every due row (see SLOW_CLAIM_S in jobtui/worker/dispatcher.py). With the
+-- owner's rights (migration 0032), so that the worker role may run it too.
+SELECT __schema__.jobtui_analyze_jobs()
+
+-- name: worker_analyze_plain
+-- worker_analyze on a schema before 0032, or for a role not granted it yet: the table's owner
+-- analyses, any other role gets a WARNING and no statistics.
 ANALYZE __schema__.jobs
 
 -- name: worker_jobs_vacuum_due

@@ -243,7 +243,13 @@ class WorkerDB:
         await link.fetch(self.q.worker_queue_sample)
 
     async def analyze(self, link: Link) -> None:
-        await link.fetch(self.q.worker_analyze)
+        """ANALYZE jobs through jobtui_analyze_jobs (0032: the owner's rights, so the worker
+        role's statistics come too); the plain ANALYZE on a schema before 0032 or where the
+        role has no EXECUTE on it yet (`jobtui roles` not run again since migrate)."""
+        try:
+            await link.fetch(self.q.worker_analyze)
+        except (psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege):
+            await link.fetch(self.q.worker_analyze_plain)
 
     async def jobs_vacuum_due(self, link: Link, min_dead: int, pause_s: float) -> bool:
         """Whether `jobs` needs the VACUUM autovacuum is off to give (worker_jobs_vacuum_due)."""
