@@ -272,7 +272,6 @@ async def test_another_kind_opens_on_blank_regions_of_the_same_height(
         assert "sms.send" in head_text and "loading…" in head_text, head_text
         for r in regions:
             text = rendered(screen.query_one(r))
-            assert text.count("\n") == lines[r], (r, text)
             assert screen.query_one(r).size.height == heights[r], r
             if r != "#kind-head":
                 assert not text.strip(), (r, text)

@@ -68,6 +68,10 @@ READ_FAILURES = (LinkDown, RefreshDropped, psycopg.Error)
 SPAN_TITLES = {"hour": "last hour, per minute", "day": "last day, per 20 minutes"}
 
 
+# The screen's regions, top to bottom.
+REGIONS = ("#kind-head", "#kind-charts", "#kind-errors", "#kind-settings")
+
+
 class KindScreen(Screen[None]):
     """One kind: charts, errors, settings; jumps to its jobs and dead letters."""
 
@@ -149,19 +153,18 @@ class KindScreen(Screen[None]):
             return  # what it shows is of this kind and span: kept until the read replaces it
         self.kind, self.span, self.info, self._drawn = kind, "hour", None, None
         self._problem = None
-        # Each region keeps its height, blank: the figures read next take the same room (a
-        # chart's height is fixed), so drawing them moves nothing. Emptied, every region grew
-        # back when they came, and Textual laid the screen out twice over to draw them.
-        self._blank("#kind-head", title_line(kind, self.span, loading=True))
-        for selector in ("#kind-charts", "#kind-errors", "#kind-settings"):
-            self._blank(selector, Text(""))
+        # Each region keeps the rows it takes on screen, blank: the figures read next take the
+        # same room (a chart's height is fixed), so drawing them moves nothing. Emptied, every
+        # region grew back when they came, and Textual laid the screen out twice over to draw
+        # them. The height is pinned (rows drawn, wrapped lines too) until figures are shown:
+        # a failed read or `t` meanwhile says so in the same room.
+        for selector in REGIONS:
+            widget = self.query_one(selector, Static)
+            widget.styles.min_height = widget.outer_size.height or None
+        self._set("#kind-head", title_line(kind, self.span, loading=True))
+        for selector in REGIONS[1:]:
+            self._set(selector, Text(""))
         self.query_one("#kind-scroll").scroll_home(animate=False)
-
-    def _blank(self, selector: str, first: Text) -> None:
-        """`first`, then blank lines, as many as the region shows now."""
-        content = self.query_one(selector, Static).content
-        lines = content.plain.count("\n") if isinstance(content, Text) else 0
-        self._set(selector, Text("\n").join([first, *[Text("")] * lines]))
 
     def on_key(self, event: events.Key) -> None:
         refusal = read_only_refusal(self, event.key, ("toggle_pause", "limits"))
@@ -213,7 +216,8 @@ class KindScreen(Screen[None]):
         if self._drawn is not None:
             self._show(self._drawn)
         else:
-            self._set("#kind-head", self._with_problem(Text("loading…", style="dim")))
+            title = title_line(self.kind, self.span, loading=True)
+            self._set("#kind-head", self._with_problem(title))
 
     def _with_problem(self, text: Text) -> Text:
         if self._problem is None:
@@ -222,6 +226,8 @@ class KindScreen(Screen[None]):
 
     def _show(self, info: KindInfo) -> None:
         self._drawn = info
+        for selector in REGIONS:  # figures now: each region as tall as they are
+            self.query_one(selector, Static).styles.min_height = None
         self._set("#kind-head", self._with_problem(head(info)))
         width = self.query_one("#kind-scroll").size.width - 1  # less the scrollbar
         self._set("#kind-charts", charts(info, width))
